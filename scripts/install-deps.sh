@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trainstep needs, only if some are missing, so
+# it is cheap to re-run. Needs root (or sudo) the first time.
+set -euo pipefail
+PKGS=(cmake g++ make pkg-config python3 python3-torch python3-numpy python3-pytest
+      libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev
+      dataset-fashion-mnist)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,117 @@
+// The op interface. Each op lives in one place (a file under src/ops/) that
+// holds its schema, validation, shape/dtype inference and kernel, and
+// registers one OpDef in the registry. The registry is the single source of
+// truth for the supported-op list (`trainstep ops --json`, docs/ops.md, the
+// exporter's check).
+//
+// Lifecycle: `infer` runs when a program is verified (types only, no data);
+// `make` runs once at compile time and may precompute anything (oneDNN
+// primitives, broadcast strides, scratch); Kernel::run runs every step and
+// must not allocate.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace ts {
+
+using json = nlohmann::json;
+
+// What an op sees of its node: name, op, attributes and input types. Attribute
+// readers and fail() produce errors that name the node and op.
+class NodeCtx {
+ public:
+  NodeCtx(std::string node, std::string op, const json& attrs, std::vector<TensorType> inputs,
+          std::vector<bool> present)
+      : node_(std::move(node)), op_(std::move(op)), attrs_(attrs), inputs_(std::move(inputs)),
+        present_(std::move(present)) {}
+
+  const std::string& node() const { return node_; }
+  const std::string& op() const { return op_; }
+  const json& attrs() const { return attrs_; }
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  // Optional tensor inputs (e.g. a conv without bias) are absent, not typed.
+  bool has_input(int i) const { return i < num_inputs() && present_[i]; }
+  const TensorType& input(int i) const;  // fails if absent
+
+  bool has_attr(const std::string& k) const;  // present and not null
+  int64_t attr_int(const std::string& k) const;
+  double attr_float(const std::string& k) const;  // accepts ints too
+  bool attr_bool(const std::string& k) const;
+  std::vector<int64_t> attr_ints(const std::string& k) const;
+  std::vector<bool> attr_bools(const std::string& k) const;
+  std::string attr_str(const std::string& k) const;
+  std::optional<DType> attr_dtype(const std::string& k) const;  // null -> nullopt
+
+  // Throws ts::Error "node 'NAME' (OP): MSG".
+  [[noreturn]] void fail(const std::string& msg) const;
+  void expect_inputs(int n) const;  // exact count of inputs
+  void expect_dtype(int i, DType t) const;
+
+ private:
+  const json& attr(const std::string& k) const;
+  std::string node_, op_;
+  const json& attrs_;
+  std::vector<TensorType> inputs_;
+  std::vector<bool> present_;
+};
+
+// Compile-time context for building a kernel: the node plus its inferred
+// output types (an output may be unused; see Kernel::run).
+struct KernelCtx {
+  const NodeCtx& node;
+  const std::vector<TensorType>& outputs;
+  int threads;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // in[i].data is nullptr for an absent optional input; out[j].data is
+  // nullptr for an output nobody reads (the kernel may skip it).
+  virtual void run(const Tensor* in, Tensor* out) = 0;
+};
+
+struct OpDef {
+  std::string name;  // exporter's name, e.g. "aten.convolution.default"
+  std::string doc;   // one line for docs/ops.md
+  std::vector<TensorType> (*infer)(const NodeCtx&) = nullptr;
+  std::unique_ptr<Kernel> (*make)(const KernelCtx&) = nullptr;
+  // Output 0 aliases input 0's memory (contiguous reshape: view, squeeze,
+  // unsqueeze). The executor then binds no buffer and runs no kernel.
+  bool alias_input0 = false;
+};
+
+class OpRegistry {
+ public:
+  static const OpRegistry& get();  // all ops, built once
+  const OpDef* find(const std::string& name) const;
+  const std::vector<OpDef>& all() const { return ops_; }
+  void add(OpDef def);  // fails on a duplicate name
+
+ private:
+  std::vector<OpDef> ops_;
+};
+
+// Helper for kernels defined as a lambda-free function pointer.
+template <class F>
+class FnKernel : public Kernel {
+ public:
+  explicit FnKernel(F f) : f_(std::move(f)) {}
+  void run(const Tensor* in, Tensor* out) override { f_(in, out); }
+
+ private:
+  F f_;
+};
+template <class F>
+std::unique_ptr<Kernel> make_fn_kernel(F f) {
+  return std::make_unique<FnKernel<F>>(std::move(f));
+}
+
+}  // namespace ts

@@ -1,0 +1,7 @@
+#include "ops/op.h"
+
+namespace ts {
+
+void register_random_ops(OpRegistry&) {}
+
+}  // namespace ts
