@@ -1,0 +1,84 @@
+// The public C++ API: load an artifact, create a session, run training and
+// eval steps, read and write state by name, save and load checkpoints.
+//
+// Thread-safety: a Session is not thread-safe; use one per thread. Separate
+// sessions share nothing mutable except the OpenMP thread-count setting,
+// which each sets before it runs.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ts {
+
+struct Artifact;
+struct Program;
+class Executor;
+
+struct SessionOptions {
+  int threads = 0;  // 0: OpenMP's default
+};
+
+class Session {
+ public:
+  // load → verify → compile → bind. Throws ts::Error naming the file.
+  static std::unique_ptr<Session> open(const std::string& artifact_path, SessionOptions o = {});
+  Session(std::shared_ptr<const Artifact> a, SessionOptions o);
+  ~Session();
+
+  const Program& program() const;
+  const Artifact& artifact() const { return *artifact_; }
+  int64_t batch_size() const;
+
+  // State: parameters, buffers and optimizer state, by name.
+  std::vector<std::string> state_names() const;
+  const Tensor& state(const std::string& name) const;
+  void set_state(const std::string& name, const Tensor& value);  // copies; checks the type
+  void reset_state();  // back to the artifact's initial state
+
+  // Runtime inputs of the step: learning rate, RNG seed, global step (the
+  // RNG offset). train_step advances step() by one.
+  void set_lr(double lr) { lr_ = lr; }
+  double lr() const { return lr_; }
+  void set_seed(int64_t s) { seed_ = s; }
+  int64_t seed() const { return seed_; }
+  void set_step(int64_t s) { step_ = s; }
+  int64_t step() const { return step_; }
+
+  // One training step on a batch; returns the loss. Inputs must match the
+  // artifact's example batch exactly (dtype and shape).
+  float train_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  // One eval step (model.eval()); read the results below.
+  void eval_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  const Tensor& eval_output() const;       // the model's output
+  const Tensor& eval_sample_loss() const;  // loss of each sample, [batch]
+
+  // Checkpoint: state under PyTorch state_dict names plus `optim/…`, and
+  // metadata (step, seed, lr, plus `extra`). Written atomically.
+  void save_checkpoint(const std::string& path,
+                       const std::map<std::string, std::string>& extra = {}) const;
+  // Restores state, step, seed and lr; returns the checkpoint's metadata.
+  std::map<std::string, std::string> load_checkpoint(const std::string& path);
+
+ private:
+  void check_batch(const char* fn, const std::vector<Tensor>& inputs, const Tensor& target,
+                   const std::vector<int>& slots, int target_slot) const;
+
+  std::shared_ptr<const Artifact> artifact_;
+  SessionOptions opts_;
+  std::vector<std::string> names_;
+  std::map<std::string, HostTensor> state_;
+  std::unique_ptr<Executor> train_, eval_;
+  HostTensor lr_t_, seed_t_, step_t_;
+  double lr_ = 0;
+  int64_t seed_ = 0, step_ = 0;
+  // Signature slots, resolved once.
+  std::vector<int> train_inputs_, eval_inputs_;
+  int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
+  std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
+};
+
+}  // namespace ts

@@ -1,0 +1,25 @@
+"""The few torch APIs whose home moved between 1.13 and 2.x."""
+import torch
+
+try:  # torch >= 2.0
+    from torch.func import functional_call, grad_and_value, functionalize, vmap
+except ImportError:  # torch 1.13: functorch and nn.utils.stateless
+    from functorch import grad_and_value, functionalize, vmap
+    from torch.nn.utils.stateless import functional_call
+
+from torch.fx.experimental.proxy_tensor import make_fx
+
+
+def decomposition_table():
+    """ATen-level decompositions only: the 1.13 table also lowers to prims.*,
+    which the runtime does not take, so keep entries defined in
+    torch._decomp.decompositions (core_aten_decompositions on 2.x)."""
+    import torch._decomp as D
+    if hasattr(D, "core_aten_decompositions"):
+        return dict(D.core_aten_decompositions())
+    return {k: v for k, v in D.decomposition_table.items()
+            if getattr(v, "__module__", "") == "torch._decomp.decompositions"}
+
+
+__all__ = ["functional_call", "grad_and_value", "functionalize", "vmap", "make_fx",
+           "decomposition_table", "torch"]

@@ -1,0 +1,134 @@
+"""`trainstep export SPEC.py --out NAME.tstep`: spec -> artifact.
+
+Run by the C++ CLI with an interpreter that can import torch; it can also be
+run directly as `python3 -m trainstep.export`.
+"""
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import torch
+
+from . import FORMAT_VERSION, TrainSpec
+from . import capture, golden, safetensors_io
+from .optim import UnsupportedOptimizer
+
+
+class ExportError(Exception):
+    pass
+
+
+def load_spec(path):
+    if not os.path.exists(path):
+        raise ExportError(f"{path}: no such file")
+    mod_name = "trainstep_spec_" + os.path.splitext(os.path.basename(path))[0]
+    s = importlib.util.spec_from_file_location(mod_name, path)
+    mod = importlib.util.module_from_spec(s)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        s.loader.exec_module(mod)
+    finally:
+        sys.path.pop(0)
+    if not hasattr(mod, "build"):
+        raise ExportError(f"{path}: defines no build() function")
+    spec = mod.build()
+    if not isinstance(spec, TrainSpec):
+        raise ExportError(f"{path}: build() must return trainstep.TrainSpec, got "
+                          f"{type(spec).__name__}")
+    if not isinstance(spec.example_inputs, (list, tuple)):
+        spec.example_inputs = (spec.example_inputs,)
+    return spec
+
+
+def supported_ops(binary=None):
+    """The runtime's op list, from the runtime itself (`trainstep ops --json`)."""
+    binary = binary or os.environ.get("TRAINSTEP_BIN") or shutil.which("trainstep")
+    if not binary:
+        here = os.path.dirname(os.path.abspath(__file__))
+        cand = os.path.join(here, "..", "..", "build", "trainstep")
+        binary = cand if os.path.exists(cand) else None
+    if not binary:
+        raise ExportError("cannot find the trainstep binary to ask for its op list "
+                          "(set TRAINSTEP_BIN)")
+    out = subprocess.run([binary, "ops", "--json"], capture_output=True, text=True, check=True)
+    return {op["name"] for op in json.loads(out.stdout)["ops"]}
+
+
+def check_ops(functions, supported):
+    missing = collections.OrderedDict()
+    for fname, fn in functions.items():
+        for node in fn["nodes"]:
+            if node["op"] not in supported:
+                missing.setdefault(node["op"], []).append((fname, node))
+    if not missing:
+        return
+    lines = []
+    for op, uses in missing.items():
+        where = ", ".join(sorted({f for f, _ in uses}))
+        src = next((n.get("source") for _, n in uses if n.get("source")), None)
+        lines.append(f"  {op}: {len(uses)} node(s) in {where}" + (f", from {src}" if src else ""))
+    raise ExportError("unsupported op(s) in the captured step (see docs/ops.md for the "
+                      "supported list):\n" + "\n".join(lines))
+
+
+def export(spec_path, out_path, golden_steps=None, seed=0, ops=None):
+    spec = load_spec(spec_path)
+    try:
+        parts = capture.StepParts(spec)
+    except UnsupportedOptimizer as e:
+        raise ExportError(str(e))
+    train = capture.capture_train(parts)
+    evals = capture.capture_eval(parts)
+    from .serialize import serialize_function
+    functions = {"train_step": serialize_function(train), "eval_step": serialize_function(evals)}
+    check_ops(functions, ops if ops is not None else supported_ops())
+
+    steps = golden_steps if golden_steps is not None else spec.golden_steps
+    gmeta, gtensors = golden.record(parts, steps=steps, seed=seed)
+    state = parts.state()
+    program = {
+        "format": "trainstep",
+        "version": FORMAT_VERSION,
+        "name": spec.name or type(spec.model).__name__,
+        "batch_size": int(parts.target.shape[0]),
+        "torch_version": torch.__version__,
+        "optimizer": {"type": parts.opt.name, "lr": parts.opt.base_lr,
+                      "hyper": {k: v for k, v in parts.opt.h.items()
+                                if isinstance(v, (int, float, bool))}},
+        "state": [{"name": n, "kind": k, **capture.tensor_meta(t)} for n, (k, t) in state.items()],
+        "functions": functions,
+        "golden": gmeta,
+    }
+    tensors = {f"state/{n}": t for n, (k, t) in state.items()}
+    tensors.update(gtensors)
+    metadata = {"format": "trainstep", "format_version": str(FORMAT_VERSION),
+                "program": json.dumps(program, separators=(",", ":"))}
+    safetensors_io.save(out_path, tensors, metadata)
+    return program
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="trainstep export")
+    ap.add_argument("spec")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--golden-steps", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    try:
+        program = export(a.spec, a.out, a.golden_steps, a.seed)
+    except (ExportError, capture.CaptureError) as e:
+        print(f"trainstep export: {a.spec}: {e}", file=sys.stderr)
+        return 1
+    hist = collections.Counter(n["op"] for n in program["functions"]["train_step"]["nodes"])
+    print(f"exported {a.out}: {program['name']}, train_step {sum(hist.values())} nodes, "
+          f"{len(hist)} distinct ops, {len(program['state'])} state tensors")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Out-of-place optimizer updates, traced into the step graph.
+
+torch.optim cannot be traced as it is (lr is a Python float, `.item()` on
+step counts, in-place updates), so each supported optimizer is rewritten
+here as a pure function of (params, grads, state, lr, step) that follows the
+torch 1.13 eager update expression by expression. Hyper-parameters come from
+the user's optimizer object; lr is a 0-d tensor input so schedules need no
+re-export. Tests compare these against torch.optim eager.
+
+State names: "optim/<param name>/<torch state key>" per parameter, plus the
+shared step counter "optim/step" (float32, steps taken so far).
+"""
+import torch
+
+STEP = "optim/step"
+
+
+def state_name(param, key):
+    return f"optim/{param}/{key}"
+
+
+class FunctionalOptimizer:
+    name = "?"
+    # torch's per-parameter state keys this optimizer keeps (besides 'step').
+    keys = ()
+    # hyper-parameter -> (allowed values or None for any) checked at export.
+    hyper = {}
+
+    def __init__(self, group):
+        self.h = {k: group[k] for k in self.hyper if k in group}
+        for k, allowed in self.hyper.items():
+            if allowed is not None and self.h.get(k) not in allowed:
+                raise UnsupportedOptimizer(
+                    f"{self.name}: {k}={self.h.get(k)!r} is not supported "
+                    f"(supported: {sorted(allowed, key=str)})")
+        self.base_lr = float(group["lr"])
+
+    def init_state(self, params):
+        """Zero state, as torch.optim has before the first step."""
+        state = {STEP: torch.zeros((), dtype=torch.float32)}
+        for n, p in params.items():
+            for k in self.keys:
+                state[state_name(n, k)] = torch.zeros_like(p)
+        return state
+
+    def update(self, params, grads, state, lr):
+        """Returns (new_params, new_state); pure function of its inputs."""
+        raise NotImplementedError
+
+    def state_from_torch(self, torch_opt, names):
+        """Our state dict from a torch optimizer's state, names in param order."""
+        params = [p for g in torch_opt.param_groups for p in g["params"]]
+        state = {}
+        step = 0.0
+        for n, p in zip(names, params):
+            st = torch_opt.state.get(p, {})
+            for k in self.keys:
+                v = st.get(k)
+                state[state_name(n, k)] = (v.detach().clone() if v is not None
+                                           else torch.zeros_like(p))
+            if "step" in st:
+                step = float(st["step"])
+        state[STEP] = torch.tensor(step, dtype=torch.float32)
+        return state
+
+
+class UnsupportedOptimizer(Exception):
+    pass
+
+
+class SGD(FunctionalOptimizer):
+    name = "SGD"
+    keys = ("momentum_buffer",)
+    hyper = {"momentum": None, "dampening": None, "nesterov": None, "weight_decay": None,
+             "maximize": None, "foreach": None, "differentiable": {False, None}}
+
+    def init_state(self, params):
+        state = super().init_state(params)
+        if self.h.get("momentum", 0) == 0:  # torch keeps no buffer then
+            state = {STEP: state[STEP]}
+        return state
+
+    def update(self, params, grads, state, lr):
+        m = self.h.get("momentum", 0)
+        damp = self.h.get("dampening", 0)
+        wd = self.h.get("weight_decay", 0)
+        first = state[STEP] == 0
+        new_p, new_s = {}, {STEP: state[STEP] + 1}
+        for n, p in params.items():
+            d_p = grads[n]
+            if self.h.get("maximize", False):
+                d_p = -d_p
+            if wd != 0:
+                d_p = d_p + wd * p
+            if m != 0:
+                buf = state[state_name(n, "momentum_buffer")]
+                # torch initialises the buffer to the first gradient.
+                buf = torch.where(first, d_p, buf * m + (1 - damp) * d_p)
+                new_s[state_name(n, "momentum_buffer")] = buf
+                d_p = d_p + m * buf if self.h.get("nesterov", False) else buf
+            new_p[n] = p - lr * d_p
+        return new_p, new_s
+
+    def state_from_torch(self, torch_opt, names):
+        s = super().state_from_torch(torch_opt, names)
+        if self.h.get("momentum", 0) == 0:
+            return {STEP: s[STEP]}
+        return s
+
+
+class Adadelta(FunctionalOptimizer):
+    name = "Adadelta"
+    keys = ("square_avg", "acc_delta")
+    hyper = {"rho": None, "eps": None, "weight_decay": None, "maximize": None,
+             "foreach": None, "differentiable": {False, None}}
+
+    def update(self, params, grads, state, lr):
+        rho, eps = self.h["rho"], self.h["eps"]
+        wd = self.h.get("weight_decay", 0)
+        new_p, new_s = {}, {STEP: state[STEP] + 1}
+        for n, p in params.items():
+            g = grads[n]
+            if self.h.get("maximize", False):
+                g = -g
+            if wd != 0:
+                g = g + wd * p
+            sq = state[state_name(n, "square_avg")] * rho + (1 - rho) * g * g
+            acc = state[state_name(n, "acc_delta")]
+            std = (sq + eps).sqrt()
+            delta = (acc + eps).sqrt() / std * g
+            acc = acc * rho + (1 - rho) * delta * delta
+            new_s[state_name(n, "square_avg")] = sq
+            new_s[state_name(n, "acc_delta")] = acc
+            new_p[n] = p - lr * delta
+        return new_p, new_s
+
+
+SUPPORTED = {"SGD": SGD, "Adadelta": Adadelta}
+
+
+def from_torch(opt):
+    """The functional twin of a torch.optim instance (one param group)."""
+    cls = SUPPORTED.get(type(opt).__name__)
+    if cls is None:
+        raise UnsupportedOptimizer(
+            f"optimizer {type(opt).__name__} is not supported; supported: "
+            + ", ".join(sorted(SUPPORTED)))
+    if len(opt.param_groups) != 1:
+        raise UnsupportedOptimizer(
+            f"{type(opt).__name__}: {len(opt.param_groups)} parameter groups; "
+            "only one group is supported so far")
+    return cls(opt.param_groups[0])

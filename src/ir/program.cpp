@@ -1,0 +1,255 @@
+#include "ir/program.h"
+
+#include <unordered_map>
+
+namespace ts {
+
+namespace {
+
+struct Reader {
+  const std::string& what;
+  [[noreturn]] void fail(const std::string& where, const std::string& msg) const {
+    ts::fail(what + ": program: " + where + ": " + msg);
+  }
+  const json& field(const json& j, const char* k, const std::string& where) const {
+    if (!j.is_object() || !j.contains(k)) fail(where, std::string("missing field '") + k + "'");
+    return j.at(k);
+  }
+  std::string str(const json& j, const char* k, const std::string& where) const {
+    const json& v = field(j, k, where);
+    if (!v.is_string()) fail(where, std::string("field '") + k + "' must be a string");
+    return v.get<std::string>();
+  }
+  TensorType type(const json& j, const std::string& where) const {
+    TensorType t;
+    try {
+      t.dtype = dtype_from_name(str(j, "dtype", where));
+    } catch (const Error& e) {
+      fail(where, e.what());
+    }
+    const json& s = field(j, "shape", where);
+    if (!s.is_array() || s.size() > 16) fail(where, "shape must be a list of at most 16 dims");
+    int64_t n = 1;
+    for (const auto& d : s) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(where, "shape dims must be non-negative integers");
+      int64_t v = d.get<int64_t>();
+      if (v > 0 && n > (int64_t(1) << 40) / v) fail(where, "shape " + s.dump() + " is too large");
+      n *= v;
+      t.shape.push_back(v);
+    }
+    return t;
+  }
+};
+
+Port read_port(const Reader& r, const json& j, const std::string& where, bool is_input) {
+  Port p;
+  p.role = r.str(j, "role", where);
+  if (is_input) p.name = r.str(j, "name", where);
+  if (j.contains("state")) p.state = r.str(j, "state", where);
+  if (j.contains("index") && j.at("index").is_number_integer()) p.index = j.at("index").get<int>();
+  p.type = r.type(j, where);
+  return p;
+}
+
+Function read_function(const Reader& r, const std::string& fname, const json& j) {
+  Function f;
+  f.name = fname;
+  std::unordered_map<std::string, int> ids;
+  auto define = [&](const std::string& name, const TensorType& t, const std::string& where) {
+    if (name.empty()) r.fail(where, "empty value name");
+    if (ids.count(name)) r.fail(where, "value '" + name + "' is defined twice");
+    ids[name] = static_cast<int>(f.value_names.size());
+    f.value_names.push_back(name);
+    f.value_types.push_back(t);
+    return ids[name];
+  };
+  const std::string fw = "function '" + fname + "'";
+  const json& ins = r.field(j, "inputs", fw);
+  if (!ins.is_array()) r.fail(fw, "'inputs' must be a list");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    std::string where = fw + " input " + std::to_string(i);
+    Port p = read_port(r, ins[i], where, true);
+    p.value = define(p.name, p.type, where);
+    f.producer.push_back(-1);
+    f.inputs.push_back(p);
+  }
+  const json& nodes = r.field(j, "nodes", fw);
+  if (!nodes.is_array()) r.fail(fw, "'nodes' must be a list");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const json& jn = nodes[i];
+    Node n;
+    n.name = jn.is_object() && jn.contains("name") && jn["name"].is_string()
+                 ? jn["name"].get<std::string>()
+                 : "#" + std::to_string(i);
+    std::string where = fw + " node '" + n.name + "'";
+    n.op = r.str(jn, "op", where);
+    where += " (" + n.op + ")";
+    n.attrs = jn.contains("attrs") ? jn["attrs"] : json::object();
+    if (!n.attrs.is_object()) r.fail(where, "'attrs' must be an object");
+    if (jn.contains("source") && jn["source"].is_string()) n.source = jn["source"];
+    const json& in = r.field(jn, "inputs", where);
+    if (!in.is_array()) r.fail(where, "'inputs' must be a list");
+    for (const auto& v : in) {
+      if (v.is_null()) {
+        n.inputs.push_back(-1);
+        continue;
+      }
+      if (!v.is_string()) r.fail(where, "inputs must be value names or null");
+      auto it = ids.find(v.get<std::string>());
+      if (it == ids.end())
+        r.fail(where, "input '" + v.get<std::string>() + "' is not defined before this node");
+      n.inputs.push_back(it->second);
+    }
+    const json& outs = r.field(jn, "outputs", where);
+    const json& types = r.field(jn, "types", where);
+    if (!outs.is_array() || !types.is_array() || outs.size() != types.size() || outs.empty())
+      r.fail(where, "'outputs' and 'types' must be lists of the same, non-zero length");
+    for (size_t k = 0; k < outs.size(); ++k) {
+      TensorType t = types[k].is_null() ? TensorType{} : r.type(types[k], where);
+      n.declared.push_back(t);
+      if (outs[k].is_null()) {
+        n.outputs.push_back(-1);
+        continue;
+      }
+      if (!outs[k].is_string()) r.fail(where, "outputs must be value names or null");
+      n.outputs.push_back(define(outs[k].get<std::string>(), t, where));
+      f.producer.push_back(static_cast<int>(f.nodes.size()));
+    }
+    f.nodes.push_back(std::move(n));
+  }
+  const json& outs = r.field(j, "outputs", fw);
+  if (!outs.is_array()) r.fail(fw, "'outputs' must be a list");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::string where = fw + " output " + std::to_string(i);
+    Port p = read_port(r, outs[i], where, false);
+    std::string v = r.str(outs[i], "value", where);
+    auto it = ids.find(v);
+    if (it == ids.end()) r.fail(where, "value '" + v + "' is not defined");
+    p.value = it->second;
+    p.name = v;
+    f.outputs.push_back(p);
+  }
+  return f;
+}
+
+}  // namespace
+
+int Function::find_input(const std::string& role, const std::string& state) const {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].role == role && (state.empty() || inputs[i].state == state)) return int(i);
+  return -1;
+}
+
+int Function::find_output(const std::string& role, const std::string& state) const {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].role == role && (state.empty() || outputs[i].state == state)) return int(i);
+  return -1;
+}
+
+const Function& Program::function(const std::string& n) const {
+  auto it = functions.find(n);
+  if (it == functions.end()) fail("program has no function '" + n + "'");
+  return it->second;
+}
+
+const StateSpec* Program::find_state(const std::string& n) const {
+  for (const auto& s : state)
+    if (s.name == n) return &s;
+  return nullptr;
+}
+
+Program parse_program(const json& j, const std::string& what) {
+  Reader r{what};
+  if (!j.is_object()) r.fail("top level", "must be a JSON object");
+  Program p;
+  if (r.str(j, "format", "top level") != "trainstep") r.fail("top level", "not a trainstep program");
+  const json& v = r.field(j, "version", "top level");
+  if (!v.is_number_integer()) r.fail("top level", "'version' must be an integer");
+  p.version = v.get<int>();
+  if (p.version != kFormatVersion)
+    fail(what + ": unsupported format version " + std::to_string(p.version) +
+         " (this build reads version " + std::to_string(kFormatVersion) + ")");
+  p.name = r.str(j, "name", "top level");
+  const json& bs = r.field(j, "batch_size", "top level");
+  if (!bs.is_number_integer() || bs.get<int64_t>() <= 0)
+    r.fail("top level", "'batch_size' must be a positive integer");
+  p.batch_size = bs.get<int64_t>();
+  p.optimizer = j.value("optimizer", json::object());
+  p.golden = j.value("golden", json::object());
+  const json& st = r.field(j, "state", "top level");
+  if (!st.is_array()) r.fail("top level", "'state' must be a list");
+  for (size_t i = 0; i < st.size(); ++i) {
+    std::string where = "state " + std::to_string(i);
+    StateSpec s{r.str(st[i], "name", where), r.str(st[i], "kind", where), r.type(st[i], where)};
+    if (p.find_state(s.name)) r.fail(where, "state '" + s.name + "' listed twice");
+    p.state.push_back(s);
+  }
+  const json& fs = r.field(j, "functions", "top level");
+  if (!fs.is_object()) r.fail("top level", "'functions' must be an object");
+  for (auto it = fs.begin(); it != fs.end(); ++it)
+    p.functions[it.key()] = read_function(r, it.key(), it.value());
+  for (const char* need : {"train_step", "eval_step"})
+    if (!p.functions.count(need)) r.fail("top level", std::string("missing function '") + need + "'");
+  for (auto& [name, f] : p.functions) {
+    for (const auto& port : f.inputs) {
+      if (port.role != "state") continue;
+      const StateSpec* s = p.find_state(port.state);
+      if (!s) r.fail("function '" + name + "'", "input for unknown state '" + port.state + "'");
+      if (s->type != port.type)
+        r.fail("function '" + name + "'", "state '" + port.state + "' is " + s->type.str() +
+                                              " but the input is " + port.type.str());
+    }
+    verify_function(f, what);
+  }
+  return p;
+}
+
+void verify_function(Function& f, const std::string& what) {
+  const OpRegistry& reg = OpRegistry::get();
+  for (auto& n : f.nodes) {
+    n.def = reg.find(n.op);
+    std::string where = what + ": function '" + f.name + "': node '" + n.name + "' (" + n.op + ")";
+    if (!n.def) fail(where + ": unsupported op (see docs/ops.md for the supported list)");
+    std::vector<TensorType> in;
+    std::vector<bool> present;
+    for (int v : n.inputs) {
+      in.push_back(v >= 0 ? f.value_types[v] : TensorType{});
+      present.push_back(v >= 0);
+    }
+    NodeCtx ctx(n.name, n.op, n.attrs, in, present);
+    std::vector<TensorType> out;
+    try {
+      out = n.def->infer(ctx);
+    } catch (const Error& e) {
+      fail(what + ": function '" + f.name + "': " + e.what());
+    }
+    if (out.size() != n.outputs.size())
+      fail(where + ": op produces " + std::to_string(out.size()) + " outputs, program lists " +
+           std::to_string(n.outputs.size()));
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (n.outputs[k] < 0) continue;
+      if (out[k] != n.declared[k])
+        fail(where + ": output " + std::to_string(k) + " is " + out[k].str() +
+             " but the program declares " + n.declared[k].str());
+      f.value_types[n.outputs[k]] = out[k];  // keeps the `wrapped` flag
+    }
+  }
+  for (const auto& p : f.outputs)
+    if (f.value_types[p.value] != p.type)
+      fail(what + ": function '" + f.name + "': output '" + p.name + "' is " +
+           f.value_types[p.value].str() + " but the signature says " + p.type.str());
+}
+
+std::string node_str(const Function& f, const Node& n) {
+  std::string s;
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    s += (k ? ", " : "") + (n.outputs[k] >= 0 ? "%" + f.value_names[n.outputs[k]] : "_");
+  s += " = " + n.op + "(";
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    s += (k ? ", " : "") + (n.inputs[k] >= 0 ? "%" + f.value_names[n.inputs[k]] : "None");
+  if (!n.attrs.empty()) s += (n.inputs.empty() ? "" : ", ") + n.attrs.dump();
+  return s + ")";
+}
+
+}  // namespace ts

@@ -1,0 +1,77 @@
+// The IR: a program is a set of functions over SSA values, read from the
+// artifact's program JSON (docs/format.md). parse_program checks structure;
+// verify_function resolves every op in the registry, re-infers every value's
+// type and checks it against the type the exporter recorded.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/op.h"
+
+namespace ts {
+
+struct Node {
+  std::string name;
+  std::string op;
+  const OpDef* def = nullptr;   // set by verify_function
+  json attrs;
+  std::vector<int> inputs;      // value ids; -1 = absent optional input
+  std::vector<int> outputs;     // value ids; -1 = output nobody uses
+  std::vector<TensorType> declared;  // output types recorded by the exporter
+  std::string source;           // where PyTorch says the node came from, if known
+};
+
+// One input or output of a function's signature.
+struct Port {
+  std::string name;   // value name (inputs) or "" (outputs)
+  std::string role;   // state | lr | rng_seed | rng_offset | input | target | loss | output | sample_loss
+  std::string state;  // state tensor name, for role "state"
+  int index = 0;      // model input/output index, for role input/output
+  TensorType type;
+  int value = -1;     // value id
+};
+
+struct Function {
+  std::string name;
+  std::vector<Port> inputs, outputs;
+  std::vector<Node> nodes;  // in a valid execution order
+  std::vector<std::string> value_names;
+  std::vector<TensorType> value_types;
+  std::vector<int> producer;  // value id -> node index, -1 for function inputs
+
+  int find_input(const std::string& role, const std::string& state = "") const;  // -1 if none
+  int find_output(const std::string& role, const std::string& state = "") const;
+};
+
+struct StateSpec {
+  std::string name;
+  std::string kind;  // param | frozen | buffer | optim
+  TensorType type;
+};
+
+struct Program {
+  int version = 0;
+  std::string name;
+  int64_t batch_size = 0;
+  json optimizer;
+  json golden;
+  std::vector<StateSpec> state;
+  std::map<std::string, Function> functions;
+
+  const Function& function(const std::string& name) const;  // fails if absent
+  const StateSpec* find_state(const std::string& name) const;
+};
+
+constexpr int kFormatVersion = 1;
+
+// `what` names the source (the artifact path) in every error message.
+Program parse_program(const json& j, const std::string& what);
+void verify_function(Function& f, const std::string& what);
+
+// One-line text form of a node, for dumps and pass tests.
+std::string node_str(const Function& f, const Node& n);
+
+}  // namespace ts

@@ -1,0 +1,40 @@
+#include "runtime/artifact.h"
+
+namespace ts {
+
+const HostTensor& Artifact::tensor(const std::string& name) const {
+  const HostTensor* t = tensors.find(name);
+  if (!t) fail(path + ": missing tensor '" + name + "'");
+  return *t;
+}
+
+Artifact load_artifact(const std::string& path) {
+  Artifact a;
+  a.path = path;
+  a.tensors = read_safetensors(path);
+  auto meta = [&](const char* k) -> std::string {
+    auto it = a.tensors.metadata.find(k);
+    return it == a.tensors.metadata.end() ? std::string() : it->second;
+  };
+  if (meta("format") != "trainstep")
+    fail(path + ": not a trainstep artifact (no 'format: trainstep' in its header)");
+  if (meta("format_version") != std::to_string(kFormatVersion))
+    fail(path + ": unsupported format version '" + meta("format_version") +
+         "' (this build reads version " + std::to_string(kFormatVersion) + ")");
+  json j;
+  try {
+    j = json::parse(meta("program"));
+  } catch (const json::exception& e) {
+    fail(path + ": the program JSON is corrupt: " + e.what());
+  }
+  a.program = parse_program(j, path);
+  for (const auto& s : a.program.state) {
+    const HostTensor& t = a.tensor("state/" + s.name);
+    if (t.view.type() != s.type)
+      fail(path + ": initial state '" + s.name + "' is " + t.view.type().str() +
+           " but the program says " + s.type.str());
+  }
+  return a;
+}
+
+}  // namespace ts

@@ -1,0 +1,24 @@
+// A loaded .tstep artifact: the verified program plus its tensors (initial
+// state under "state/<name>", golden trace under "golden/…").
+#pragma once
+#include <string>
+
+#include "io/safetensors.h"
+#include "ir/program.h"
+
+namespace ts {
+
+struct Artifact {
+  std::string path;
+  Program program;
+  SafeTensors tensors;
+
+  // The tensor `name`, or an error naming the artifact and the tensor.
+  const HostTensor& tensor(const std::string& name) const;
+};
+
+// load → verify: reads the file, checks the container, the format version,
+// the program (structure, ops, types) and the initial state.
+Artifact load_artifact(const std::string& path);
+
+}  // namespace ts

@@ -1,0 +1,96 @@
+#include "runtime/executor.h"
+
+#include <omp.h>
+
+namespace ts {
+
+Executor::Executor(const Function& f, int threads) : f_(f), threads_(threads) {
+  const size_t nv = f.value_names.size();
+  values_.resize(nv);
+  alias_of_.resize(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    values_[v].dtype = f.value_types[v].dtype;
+    values_[v].shape = f.value_types[v].shape;
+    alias_of_[v] = static_cast<int>(v);
+  }
+  // Which values someone reads: kernels may skip outputs nobody needs.
+  std::vector<bool> used(nv, false);
+  for (const auto& n : f.nodes)
+    for (int v : n.inputs)
+      if (v >= 0) used[v] = true;
+  for (const auto& p : f.outputs) used[p.value] = true;
+
+  // Arena slots: one per produced value (a lifetime-based planner can
+  // replace this without touching the kernels).
+  std::vector<size_t> offset(nv, SIZE_MAX);
+  size_t total = 0;
+  for (const auto& n : f.nodes) {
+    for (int v : n.outputs) {
+      if (v < 0) continue;
+      if (n.def->alias_input0) {
+        alias_of_[v] = alias_of_[n.inputs.at(0)];
+        continue;
+      }
+      offset[v] = total;
+      total += (f.value_types[v].nbytes() + 63) / 64 * 64;
+    }
+  }
+  arena_ = Buffer(total);
+  for (size_t v = 0; v < nv; ++v)
+    if (offset[v] != SIZE_MAX) values_[v].data = static_cast<char*>(arena_.data()) + offset[v];
+
+  for (const auto& n : f.nodes) {
+    if (n.def->alias_input0) continue;
+    Step s;
+    s.node = &n;
+    std::vector<TensorType> in_types, out_types;
+    std::vector<bool> present;
+    for (int v : n.inputs) {
+      in_types.push_back(v >= 0 ? f.value_types[v] : TensorType{});
+      present.push_back(v >= 0);
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      out_types.push_back(n.outputs[k] >= 0 ? f.value_types[n.outputs[k]] : n.declared[k]);
+    NodeCtx ctx(n.name, n.op, n.attrs, in_types, present);
+    KernelCtx kctx{ctx, out_types, threads_};
+    s.kernel = n.def->make(kctx);
+    s.in.resize(n.inputs.size());
+    s.out.resize(n.outputs.size());
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (n.inputs[k] >= 0) s.in[k] = values_[n.inputs[k]];
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      s.out[k].dtype = out_types[k].dtype;
+      s.out[k].shape = out_types[k].shape;
+      if (n.outputs[k] >= 0 && used[n.outputs[k]]) s.out[k] = values_[n.outputs[k]];
+    }
+    steps_.push_back(std::move(s));
+  }
+}
+
+void Executor::bind_input(int i, void* data) {
+  values_[f_.inputs.at(i).value].data = data;
+  dirty_ = true;
+}
+
+void Executor::refresh() {
+  for (size_t v = 0; v < values_.size(); ++v)
+    if (alias_of_[v] != static_cast<int>(v)) values_[v].data = values_[alias_of_[v]].data;
+  for (auto& s : steps_) {
+    for (size_t k = 0; k < s.in.size(); ++k)
+      s.in[k].data = s.node->inputs[k] >= 0 ? values_[s.node->inputs[k]].data : nullptr;
+    for (size_t k = 0; k < s.out.size(); ++k)
+      if (s.out[k].data) s.out[k].data = values_[s.node->outputs[k]].data;
+  }
+  dirty_ = false;
+}
+
+void Executor::run() {
+  for (const auto& p : f_.inputs)
+    if (!values_[p.value].data && p.type.nbytes() > 0)
+      fail("function '" + f_.name + "': input '" + p.name + "' is not bound");
+  if (dirty_) refresh();
+  if (threads_ > 0) omp_set_num_threads(threads_);
+  for (auto& s : steps_) s.kernel->run(s.in.data(), s.out.data());
+}
+
+}  // namespace ts

@@ -1,0 +1,46 @@
+// Compiles one IR function for the CPU and runs it.
+//
+// compile (constructor): builds every node's kernel (ops precompute
+// primitives and strides here) and assigns every value a slot in one arena.
+// bind: function inputs point at caller-owned memory. run: calls the kernels
+// in order and never allocates.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace ts {
+
+class Executor {
+ public:
+  Executor(const Function& f, int threads);
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  const Function& function() const { return f_; }
+  // Points function input `i` at `data` (must hold the input's type).
+  void bind_input(int i, void* data);
+  void run();
+  const Tensor& value(int id) const { return values_[id]; }
+  const Tensor& output(int i) const { return values_[f_.outputs[i].value]; }
+  size_t arena_bytes() const { return arena_.size(); }
+
+ private:
+  void refresh();  // re-resolves data pointers after a bind
+
+  struct Step {
+    const Node* node;
+    std::unique_ptr<Kernel> kernel;
+    std::vector<Tensor> in, out;
+  };
+  const Function& f_;
+  int threads_;
+  std::vector<Tensor> values_;
+  std::vector<int> alias_of_;  // value -> value whose memory it shares (itself if none)
+  std::vector<Step> steps_;
+  Buffer arena_;
+  bool dirty_ = true;
+};
+
+}  // namespace ts

@@ -1,0 +1,202 @@
+#include "trainstep/session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "io/safetensors.h"
+#include "runtime/artifact.h"
+#include "runtime/executor.h"
+
+namespace ts {
+
+namespace {
+constexpr const char* kCheckpointFormat = "trainstep-checkpoint";
+constexpr const char* kCheckpointVersion = "1";
+
+std::vector<int> slots_of(const Function& f, const char* role) {
+  std::vector<int> r;
+  for (size_t i = 0; i < f.inputs.size(); ++i)
+    if (f.inputs[i].role == role) r.push_back(static_cast<int>(i));
+  // Model inputs are ordered by their index.
+  std::sort(r.begin(), r.end(),
+            [&](int a, int b) { return f.inputs[a].index < f.inputs[b].index; });
+  return r;
+}
+}  // namespace
+
+std::unique_ptr<Session> Session::open(const std::string& path, SessionOptions o) {
+  auto a = std::make_shared<Artifact>(load_artifact(path));
+  return std::make_unique<Session>(std::move(a), o);
+}
+
+Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
+    : artifact_(std::move(a)), opts_(o) {
+  const Program& p = artifact_->program;
+  for (const auto& s : p.state) {
+    names_.push_back(s.name);
+    state_.emplace(s.name, HostTensor(s.type.dtype, s.type.shape));
+  }
+  reset_state();
+  lr_ = p.optimizer.value("lr", 0.0);
+  lr_t_ = HostTensor(DType::F32, {});
+  seed_t_ = HostTensor(DType::I64, {});
+  step_t_ = HostTensor(DType::I64, {});
+
+  const Function& tf = p.function("train_step");
+  const Function& ef = p.function("eval_step");
+  train_ = std::make_unique<Executor>(tf, o.threads);
+  eval_ = std::make_unique<Executor>(ef, o.threads);
+  for (auto* ex : {train_.get(), eval_.get()}) {
+    const Function& f = ex->function();
+    for (size_t i = 0; i < f.inputs.size(); ++i) {
+      const Port& in = f.inputs[i];
+      if (in.role == "state") ex->bind_input(int(i), state_.at(in.state).view.data);
+      else if (in.role == "lr") ex->bind_input(int(i), lr_t_.view.data);
+      else if (in.role == "rng_seed") ex->bind_input(int(i), seed_t_.view.data);
+      else if (in.role == "rng_offset") ex->bind_input(int(i), step_t_.view.data);
+      else if (in.role != "input" && in.role != "target")
+        fail(artifact_->path + ": function '" + f.name + "' has an input with unknown role '" +
+             in.role + "'");
+    }
+  }
+  train_inputs_ = slots_of(tf, "input");
+  eval_inputs_ = slots_of(ef, "input");
+  train_target_ = tf.find_input("target");
+  eval_target_ = ef.find_input("target");
+  train_loss_ = tf.find_output("loss");
+  if (train_target_ < 0 || eval_target_ < 0 || train_loss_ < 0 || ef.find_output("output") < 0 ||
+      ef.find_output("sample_loss") < 0)
+    fail(artifact_->path + ": the step signatures lack a target, loss or output");
+  for (size_t i = 0; i < tf.outputs.size(); ++i)
+    if (tf.outputs[i].role == "state")
+      train_state_out_.emplace_back(int(i), &state_.at(tf.outputs[i].state).view);
+}
+
+Session::~Session() = default;
+
+const Program& Session::program() const { return artifact_->program; }
+int64_t Session::batch_size() const { return artifact_->program.batch_size; }
+std::vector<std::string> Session::state_names() const { return names_; }
+
+const Tensor& Session::state(const std::string& name) const {
+  auto it = state_.find(name);
+  if (it == state_.end()) fail("no state tensor named '" + name + "'");
+  return it->second.view;
+}
+
+void Session::set_state(const std::string& name, const Tensor& v) {
+  auto it = state_.find(name);
+  if (it == state_.end()) fail("no state tensor named '" + name + "'");
+  if (v.type() != it->second.view.type())
+    fail("state '" + name + "' is " + it->second.view.type().str() + ", got " + v.type().str());
+  std::memcpy(it->second.view.data, v.data, v.nbytes());
+}
+
+void Session::reset_state() {
+  for (const auto& n : names_) set_state(n, artifact_->tensor("state/" + n).view);
+}
+
+void Session::check_batch(const char* fn, const std::vector<Tensor>& inputs, const Tensor& target,
+                          const std::vector<int>& slots, int target_slot) const {
+  const Function& f = program().function(fn);
+  if (inputs.size() != slots.size())
+    fail(std::string(fn) + ": expected " + std::to_string(slots.size()) + " model input(s), got " +
+         std::to_string(inputs.size()));
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (inputs[i].type() != f.inputs[slots[i]].type || !inputs[i].data)
+      fail(std::string(fn) + ": input " + std::to_string(i) + " is " + inputs[i].type().str() +
+           ", expected " + f.inputs[slots[i]].type.str() + " (the artifact's batch)");
+  if (target.type() != f.inputs[target_slot].type || !target.data)
+    fail(std::string(fn) + ": target is " + target.type().str() + ", expected " +
+         f.inputs[target_slot].type.str());
+}
+
+float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& target) {
+  check_batch("train_step", inputs, target, train_inputs_, train_target_);
+  for (size_t i = 0; i < inputs.size(); ++i) train_->bind_input(train_inputs_[i], inputs[i].data);
+  train_->bind_input(train_target_, target.data);
+  *lr_t_.view.as<float>() = static_cast<float>(lr_);
+  *seed_t_.view.as<int64_t>() = seed_;
+  *step_t_.view.as<int64_t>() = step_;
+  train_->run();
+  for (auto& [out, dst] : train_state_out_) {
+    const Tensor& src = train_->output(out);
+    if (src.data != dst->data) std::memcpy(dst->data, src.data, dst->nbytes());
+  }
+  ++step_;
+  return *train_->output(train_loss_).as<float>();
+}
+
+void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target) {
+  check_batch("eval_step", inputs, target, eval_inputs_, eval_target_);
+  for (size_t i = 0; i < inputs.size(); ++i) eval_->bind_input(eval_inputs_[i], inputs[i].data);
+  eval_->bind_input(eval_target_, target.data);
+  eval_->run();
+}
+
+const Tensor& Session::eval_output() const {
+  return eval_->output(eval_->function().find_output("output"));
+}
+const Tensor& Session::eval_sample_loss() const {
+  return eval_->output(eval_->function().find_output("sample_loss"));
+}
+
+void Session::save_checkpoint(const std::string& path,
+                              const std::map<std::string, std::string>& extra) const {
+  std::map<std::string, std::string> meta = extra;
+  meta["format"] = kCheckpointFormat;
+  meta["format_version"] = kCheckpointVersion;
+  meta["model"] = program().name;
+  meta["step"] = std::to_string(step_);
+  meta["seed"] = std::to_string(seed_);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", lr_);
+  meta["lr"] = buf;
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (const auto& n : names_) tensors.emplace_back(n, &state_.at(n).view);
+  write_safetensors(path, meta, tensors);
+}
+
+std::map<std::string, std::string> Session::load_checkpoint(const std::string& path) {
+  SafeTensors ck = read_safetensors(path);
+  auto it = ck.metadata.find("format");
+  if (it == ck.metadata.end() || it->second != kCheckpointFormat)
+    fail(path + ": not a trainstep checkpoint");
+  if (ck.metadata["format_version"] != kCheckpointVersion)
+    fail(path + ": unsupported checkpoint version '" + ck.metadata["format_version"] + "'");
+  // Check everything before changing anything, so a bad file leaves the
+  // session as it was.
+  for (const auto& n : names_) {
+    const HostTensor* t = ck.find(n);
+    if (!t)
+      fail(path + ": checkpoint is for a different model: it has no tensor '" + n +
+           "' (model '" + ck.metadata["model"] + "', this artifact is '" + program().name + "')");
+    if (t->view.type() != state_.at(n).view.type())
+      fail(path + ": checkpoint is for a different model: '" + n + "' is " +
+           t->view.type().str() + ", this artifact needs " + state_.at(n).view.type().str());
+  }
+  for (const auto& [n, t] : ck.tensors)
+    if (!state_.count(n))
+      fail(path + ": checkpoint is for a different model: unexpected tensor '" + n + "'");
+  auto num = [&](const char* k) -> std::string {
+    auto m = ck.metadata.find(k);
+    if (m == ck.metadata.end()) fail(path + ": checkpoint metadata lacks '" + k + "'");
+    return m->second;
+  };
+  int64_t step, seed;
+  double lr;
+  try {
+    step = std::stoll(num("step"));
+    seed = std::stoll(num("seed"));
+    lr = std::stod(num("lr"));
+  } catch (const std::logic_error&) {
+    fail(path + ": checkpoint metadata has a malformed step, seed or lr");
+  }
+  for (const auto& n : names_) set_state(n, ck.find(n)->view);
+  step_ = step;
+  seed_ = seed;
+  lr_ = lr;
+  return ck.metadata;
+}
+
+}  // namespace ts

@@ -1,0 +1,129 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "data/batcher.h"
+#include "ir/program.h"
+
+namespace ts {
+
+namespace {
+
+struct BatchBuffers {
+  HostTensor x, y;
+  explicit BatchBuffers(const Session& s, const char* fn) {
+    const Function& f = s.program().function(fn);
+    int xi = f.find_input("input"), yi = f.find_input("target");
+    if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
+    x = HostTensor(f.inputs[xi].type.dtype, f.inputs[xi].type.shape);
+    y = HostTensor(f.inputs[yi].type.dtype, f.inputs[yi].type.shape);
+  }
+};
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+EvalResult evaluate(Session& s, const ImageDataset& test, float mean, float std) {
+  BatchBuffers buf(s, "eval_step");
+  Batcher data(test, s.batch_size(), mean, std);
+  EvalResult r;
+  double loss_sum = 0;
+  for (int64_t b = 0; b < data.padded_batches(); ++b) {
+    int64_t real = data.fill(b, buf.x.view, buf.y.view);
+    s.eval_step({buf.x.view}, buf.y.view);
+    const Tensor& out = s.eval_output();
+    const float* sl = s.eval_sample_loss().as<float>();
+    const int64_t classes = out.numel() / s.batch_size();
+    const float* o = out.as<float>();
+    for (int64_t i = 0; i < real; ++i) {
+      loss_sum += sl[i];
+      int64_t best = 0;
+      for (int64_t c = 1; c < classes; ++c)
+        if (o[i * classes + c] > o[i * classes + best]) best = c;
+      r.correct += best == buf.y.view.as<int64_t>()[i];
+    }
+    r.count += real;
+  }
+  r.loss = r.count ? loss_sum / r.count : 0;
+  r.accuracy = r.count ? static_cast<double>(r.correct) / r.count : 0;
+  return r;
+}
+
+void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_set,
+           const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch) {
+  int64_t first_epoch = 0;
+  double base_lr = o.lr >= 0 ? o.lr : s.lr();
+  std::string schedule_spec = o.lr_schedule;
+  int64_t seed = o.seed;
+  if (!o.resume.empty()) {
+    auto meta = s.load_checkpoint(o.resume);
+    auto get = [&](const char* k) {
+      auto it = meta.find(k);
+      if (it == meta.end()) fail(o.resume + ": checkpoint metadata lacks '" + k + "'");
+      return it->second;
+    };
+    try {
+      first_epoch = std::stoll(get("epoch"));
+      if (o.lr < 0) base_lr = std::stod(get("base_lr"));
+    } catch (const std::logic_error&) {
+      fail(o.resume + ": checkpoint metadata has a malformed epoch or base_lr");
+    }
+    if (schedule_spec.empty()) schedule_spec = get("lr_schedule");
+    seed = s.seed();
+  }
+  s.set_seed(seed);
+  LrSchedule sched = LrSchedule::parse(schedule_spec);
+  BatchBuffers buf(s, "train_step");
+  Batcher data(train_set, s.batch_size(), o.mean, o.std);
+  int64_t nb = data.full_batches();
+  if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
+  if (nb == 0) fail("the training set has fewer samples than one batch");
+  const bool tty = isatty(fileno(stderr));
+
+  for (int64_t e = first_epoch; e < first_epoch + o.epochs; ++e) {
+    EpochReport rep;
+    rep.epoch = e + 1;
+    rep.lr = sched.at_epoch(base_lr, e);
+    s.set_lr(rep.lr);
+    data.shuffle(static_cast<uint64_t>(seed), e);
+    auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      data.fill(b, buf.x.view, buf.y.view);
+      float loss = s.train_step({buf.x.view}, buf.y.view);
+      if (!std::isfinite(loss))
+        fail("epoch " + std::to_string(e + 1) + ", step " + std::to_string(s.step() - 1) +
+             ": the loss is not finite (" + fmt("%g", loss) + ")");
+      loss_sum += loss;
+      const int64_t every = tty ? 20 : std::max<int64_t>(1, nb / 10);
+      if (o.progress && ((b + 1) % every == 0 || b + 1 == nb)) {
+        std::fprintf(stderr, "%sepoch %lld [%lld/%lld] loss %.4f%s", tty ? "\r" : "",
+                     (long long)(e + 1), (long long)((b + 1) * s.batch_size()),
+                     (long long)(nb * s.batch_size()), loss_sum / (b + 1), tty ? "" : "\n");
+        std::fflush(stderr);
+      }
+    }
+    if (o.progress && tty) std::fprintf(stderr, "\n");
+    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rep.train_loss = loss_sum / nb;
+    rep.samples_per_s = nb * s.batch_size() / rep.seconds;
+    rep.test = evaluate(s, test_set, o.mean, o.std);
+    if (!o.save.empty())
+      s.save_checkpoint(o.save, {{"epoch", std::to_string(e + 1)},
+                                 {"base_lr", fmt("%.17g", base_lr)},
+                                 {"lr_schedule", sched.spec()},
+                                 {"data_position", "0"}});
+    on_epoch(rep);
+  }
+}
+
+}  // namespace ts

@@ -1,0 +1,48 @@
+// The epoch loop: shuffled batches through Session::train_step, evaluation on
+// the test split, LR schedule per epoch, checkpoints. Used by `trainstep
+// train` and usable from C++ directly.
+//
+// Partial batches: the artifact's batch size is fixed, so training drops the
+// last partial batch of each epoch (the shuffle changes which samples that
+// is); evaluation pads the last batch and masks the padding, so every test
+// sample counts.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "data/idx.h"
+#include "train/lr_schedule.h"
+#include "trainstep/session.h"
+
+namespace ts {
+
+struct TrainOptions {
+  int64_t epochs = 1;             // epochs to run in this call
+  double lr = -1;                 // base LR; < 0: the artifact's (or checkpoint's)
+  std::string lr_schedule;        // see LrSchedule; empty: checkpoint's or constant
+  int64_t seed = 1;               // data order and RNG; a resume keeps the checkpoint's
+  int64_t max_batches = 0;        // > 0: stop each epoch after this many batches
+  std::string save;               // checkpoint after every epoch
+  std::string resume;             // checkpoint to start from
+  float mean = 0.1307f, std = 0.3081f;  // input normalisation (the seed's)
+  bool progress = true;
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t correct = 0, count = 0;
+};
+
+struct EpochReport {
+  int64_t epoch = 0;  // 1-based, counting epochs before a resume
+  double lr = 0, train_loss = 0, samples_per_s = 0, seconds = 0;
+  EvalResult test;
+};
+
+// Every test sample counts: the last batch is padded and masked.
+EvalResult evaluate(Session& s, const ImageDataset& test, float mean, float std);
+
+void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_set,
+           const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch);
+
+}  // namespace ts

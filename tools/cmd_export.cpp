@@ -1,0 +1,103 @@
+// `trainstep export SPEC.py --out NAME.tstep`: runs the Python exporter with
+// an interpreter that can import torch.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+
+extern char** environ;
+
+namespace tscli {
+
+namespace {
+
+int spawn_wait(const std::vector<std::string>& args, bool quiet) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  }
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string self_path(const char* argv0) {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, n);
+  return argv0;
+}
+
+// $TRAINSTEP_PYTHON, else python3 if it can import torch, else /usr/bin/python3.
+std::string find_python() {
+  if (const char* p = std::getenv("TRAINSTEP_PYTHON"); p && *p) return p;
+  if (spawn_wait({"python3", "-c", "import torch"}, true) == 0) return "python3";
+  return "/usr/bin/python3";
+}
+
+std::string python_dir(const std::string& exe) {
+  if (const char* p = std::getenv("TRAINSTEP_PYTHONPATH"); p && *p) return p;
+  if (is_dir(TRAINSTEP_PYTHON_DIR)) return TRAINSTEP_PYTHON_DIR;
+  std::string dir = exe.substr(0, exe.rfind('/'));
+  return dir + "/../python";
+}
+
+}  // namespace
+
+void add_export(CLI::App& app, Action& action, const char* argv0) {
+  auto* cmd = app.add_subcommand("export", "Capture a spec's whole training step as an artifact");
+  auto spec = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto steps = std::make_shared<int>(-1);
+  auto seed = std::make_shared<int>(0);
+  cmd->add_option("spec", *spec, "SPEC.py defining build() -> trainstep.TrainSpec")->required();
+  cmd->add_option("--out,-o", *out, "artifact to write (NAME.tstep)")->required();
+  cmd->add_option("--golden-steps", *steps, "eager steps recorded for verify (default: spec's, 3)");
+  cmd->add_option("--seed", *seed, "RNG seed of the golden trace");
+  cmd->callback([=, &action] {
+    action = [=] {
+      std::string exe = self_path(argv0);
+      std::string pydir = python_dir(exe);
+      const char* old = std::getenv("PYTHONPATH");
+      std::string pp = pydir + (old && *old ? ":" + std::string(old) : "");
+      setenv("PYTHONPATH", pp.c_str(), 1);
+      setenv("TRAINSTEP_BIN", exe.c_str(), 1);
+      std::string py = find_python();
+      std::vector<std::string> args{py, "-m", "trainstep.export", *spec, "--out", *out,
+                                    "--seed", std::to_string(*seed)};
+      if (*steps >= 0) {
+        args.push_back("--golden-steps");
+        args.push_back(std::to_string(*steps));
+      }
+      int rc = spawn_wait(args, false);
+      if (rc < 0) ts::fail("cannot run the Python exporter with '" + py + "'");
+      return rc;
+    };
+  });
+}
+
+}  // namespace tscli

@@ -1,0 +1,23 @@
+// The CLI's subcommands. Each file adds one or two subcommands to the app;
+// main.cpp wires them up and turns ts::Error into a one-line message.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace tscli {
+
+using Action = std::function<int()>;
+
+// Each returns the action to run if its subcommand was chosen.
+void add_export(CLI::App& app, Action& action, const char* argv0);
+void add_train(CLI::App& app, Action& action);
+void add_eval(CLI::App& app, Action& action);
+void add_verify(CLI::App& app, Action& action);
+void add_inspect(CLI::App& app, Action& action);
+void add_ops(CLI::App& app, Action& action);
+
+// "fashion-mnist" or "idx:DIR" -> a folder of IDX files.
+std::string data_dir(const std::string& spec);
+
+}  // namespace tscli
