@@ -1,7 +1,9 @@
 #include "io/safetensors.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
