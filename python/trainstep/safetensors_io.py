@@ -1,0 +1,214 @@
+"""Read and write safetensors files with torch + numpy only.
+
+Mirrors the C++ reader/writer in src/io/safetensors.cpp: the same dtypes, the
+same header layout (sorted keys, compact JSON, space padding to 8 bytes) and
+the same validation. Every problem with a file raises ValueError with one
+line that names the source.
+"""
+
+import json
+import os
+import struct
+
+import numpy as np
+import torch
+
+# safetensors name -> (torch dtype, little-endian numpy dtype)
+_DTYPES = {
+    "F32": (torch.float32, np.dtype("<f4")),
+    "F64": (torch.float64, np.dtype("<f8")),
+    "I64": (torch.int64, np.dtype("<i8")),
+    "I32": (torch.int32, np.dtype("<i4")),
+    "U8": (torch.uint8, np.dtype("u1")),
+    "BOOL": (torch.bool, np.dtype("?")),
+}
+_NAME_OF = {t: name for name, (t, _) in _DTYPES.items()}
+
+_MAX_HEADER = 100 << 20
+_MAX_RANK = 16
+_INT64_MAX = (1 << 63) - 1
+
+
+def dumps(tensors, metadata=None):
+    """Serialize {name: tensor} (+ optional {str: str} metadata) to bytes."""
+    header = {}
+    if metadata:
+        for k, v in metadata.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise ValueError(f"safetensors: metadata {k!r}: keys and values must be str")
+        header["__metadata__"] = dict(metadata)
+    chunks = []
+    offset = 0
+    for name, t in tensors.items():
+        if not isinstance(name, str):
+            raise ValueError(f"safetensors: tensor name {name!r} is not a str")
+        if name == "__metadata__":
+            raise ValueError("safetensors: '__metadata__' cannot be a tensor name")
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"safetensors: tensor '{name}' is a {type(t).__name__}, not a torch.Tensor")
+        if t.dtype not in _NAME_OF:
+            raise ValueError(f"safetensors: tensor '{name}' has unsupported dtype {t.dtype}")
+        st_name = _NAME_OF[t.dtype]
+        arr = t.detach().cpu().contiguous().numpy().astype(_DTYPES[st_name][1], copy=False)
+        raw = arr.tobytes()
+        header[name] = {"dtype": st_name, "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    # Same spelling as the C++ writer (nlohmann: sorted keys, compact, UTF-8).
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+def save(path, tensors, metadata=None):
+    """Write a safetensors file atomically (temp file, fsync, rename)."""
+    data = dumps(tensors, metadata)
+    path = os.fspath(path)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    # Make the rename durable; some filesystems cannot fsync a directory.
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def load(path):
+    """Read a safetensors file -> ({name: tensor} in file order, metadata)."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return loads(data, path)
+
+
+def _no_duplicates(pairs):
+    seen = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _Duplicate(k)
+        seen[k] = v
+    return seen
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _count(x):
+    # bool is an int subclass in Python; JSON true is not a count.
+    return type(x) is int and 0 <= x <= _INT64_MAX
+
+
+def loads(data, what="<bytes>"):
+    """Parse safetensors bytes; `what` names the source in error messages."""
+    data = bytes(data)
+    if len(data) < 8:
+        raise ValueError(f"{what}: too short for safetensors ({len(data)} bytes, need at least 8)")
+    (n,) = struct.unpack_from("<Q", data, 0)
+    if n > _MAX_HEADER:
+        raise ValueError(f"{what}: header length {n} exceeds the 100 MiB limit")
+    if n > len(data) - 8:
+        raise ValueError(f"{what}: truncated: header says {n} bytes, file has {len(data) - 8} "
+                         "after the length prefix")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except _Duplicate as e:
+        raise ValueError(f"{what}: duplicate key '{e.args[0]}' in header") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{what}: header is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{what}: header is not a JSON object")
+
+    block = memoryview(data)[8 + n:]
+    metadata = {}
+    entries = []
+    for name, e in header.items():
+        if name == "__metadata__":
+            if not isinstance(e, dict):
+                raise ValueError(f"{what}: __metadata__ is not a JSON object")
+            for k, v in e.items():
+                if not isinstance(v, str):
+                    raise ValueError(f"{what}: metadata value for '{k}' is not a string")
+                metadata[k] = v
+            continue
+        entries.append(_parse_entry(what, name, e, len(block)))
+
+    # Tensors must tile the data block exactly: no overlaps, gaps or slack.
+    entries.sort(key=lambda e: (e[3], e[4]))
+    pos, prev = 0, None
+    for name, _, _, begin, end in entries:
+        if begin < pos:
+            raise ValueError(f"{what}: tensors '{prev}' and '{name}' overlap in the data block")
+        if begin > pos:
+            raise ValueError(f"{what}: bytes [{pos}, {begin}) of the data block are not covered by any tensor")
+        pos = end
+        if end > begin:
+            prev = name
+    if pos != len(block):
+        raise ValueError(f"{what}: data block has {len(block)} bytes but tensors cover {pos}")
+
+    tensors = {}
+    for name, st_name, shape, begin, end in entries:
+        tdtype, npdtype = _DTYPES[st_name]
+        if end == begin:
+            tensors[name] = torch.empty(shape, dtype=tdtype)
+        else:
+            arr = np.frombuffer(block[begin:end], dtype=npdtype).reshape(shape)
+            # Copy into native byte order so torch owns writable memory.
+            tensors[name] = torch.from_numpy(arr.astype(npdtype.newbyteorder("="), copy=True))
+    return tensors, metadata
+
+
+def _parse_entry(what, name, e, block_size):
+    where = f"{what}: tensor '{name}': "
+    if not isinstance(e, dict):
+        raise ValueError(where + "entry is not a JSON object")
+    for k in ("dtype", "shape", "data_offsets"):
+        if k not in e:
+            raise ValueError(where + f'missing "{k}"')
+    st_name = e["dtype"]
+    if not isinstance(st_name, str):
+        raise ValueError(where + "dtype is not a string")
+    if st_name not in _DTYPES:
+        raise ValueError(where + f"unknown dtype '{st_name}'")
+    shape = e["shape"]
+    if not isinstance(shape, list):
+        raise ValueError(where + "shape is not a list")
+    if len(shape) > _MAX_RANK:
+        raise ValueError(where + f"rank {len(shape)} exceeds the limit of {_MAX_RANK}")
+    numel = 1
+    for d in shape:
+        if not _count(d):
+            raise ValueError(where + "shape is not a list of non-negative integers")
+        numel *= d
+        # Same left-to-right bound as the C++ side.
+        if numel > _INT64_MAX:
+            raise ValueError(where + f"shape {shape} overflows the element count")
+    nbytes = numel * _DTYPES[st_name][1].itemsize
+    if nbytes > _INT64_MAX:
+        raise ValueError(where + f"shape {shape} overflows the byte size")
+    offs = e["data_offsets"]
+    if not (isinstance(offs, list) and len(offs) == 2 and all(_count(o) for o in offs)):
+        raise ValueError(where + "data_offsets is not a list of two non-negative integers")
+    begin, end = offs
+    if begin > end or end > block_size:
+        raise ValueError(where + f"data_offsets [{begin}, {end}] out of the data block ({block_size} bytes)")
+    if end - begin != nbytes:
+        raise ValueError(where + f"size mismatch: {st_name}{shape} needs {nbytes} bytes, "
+                         f"data_offsets span {end - begin}")
+    return (name, st_name, tuple(shape), begin, end)

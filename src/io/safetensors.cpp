@@ -1,0 +1,247 @@
+#include "io/safetensors.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+
+namespace ts {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr uint64_t kMaxHeader = 100ull << 20;  // same limit as the reference implementation
+constexpr size_t kMaxRank = 16;
+
+uint64_t read_le64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void put_le64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// A JSON integer >= 0 that fits in int64 (so shapes and offsets are safe to use).
+bool as_count(const json& j, uint64_t& out) {
+  if (j.is_number_unsigned()) {
+    out = j.get<uint64_t>();
+  } else if (j.is_number_integer()) {
+    int64_t v = j.get<int64_t>();
+    if (v < 0) return false;
+    out = static_cast<uint64_t>(v);
+  } else {
+    return false;
+  }
+  return out <= static_cast<uint64_t>(INT64_MAX);
+}
+
+// nlohmann keeps the last of duplicate keys silently; this callback sees every
+// key as it is parsed so duplicates can be reported instead.
+struct DupKeyCheck {
+  std::vector<std::set<std::string>> stack;
+  std::string dup;
+  bool operator()(int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) {
+      stack.emplace_back();
+    } else if (ev == json::parse_event_t::object_end) {
+      if (!stack.empty()) stack.pop_back();
+    } else if (ev == json::parse_event_t::key && !stack.empty() && dup.empty()) {
+      if (!stack.back().insert(parsed.get<std::string>()).second) dup = parsed.get<std::string>();
+    }
+    return true;
+  }
+};
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+Entry parse_entry(const std::string& what, const std::string& name, const json& j,
+                  uint64_t data_size) {
+  std::string where = what + ": tensor '" + name + "': ";
+  if (!j.is_object()) fail(where + "entry is not a JSON object");
+  for (const char* k : {"dtype", "shape", "data_offsets"})
+    if (!j.contains(k)) fail(where + "missing \"" + k + "\"");
+
+  Entry e;
+  e.name = name;
+  const json& jd = j["dtype"];
+  if (!jd.is_string()) fail(where + "dtype is not a string");
+  std::string ds = jd.get<std::string>();
+  try {
+    e.dtype = dtype_from_name(ds);
+  } catch (const Error&) {
+    fail(where + "unknown dtype '" + ds + "'");
+  }
+  // dtype_from_name also takes "float32"; the file format only uses "F32".
+  if (ds != dtype_safetensors_name(e.dtype)) fail(where + "unknown dtype '" + ds + "'");
+
+  const json& js = j["shape"];
+  if (!js.is_array()) fail(where + "shape is not a list");
+  if (js.size() > kMaxRank)
+    fail(where + "rank " + std::to_string(js.size()) + " exceeds the limit of " +
+         std::to_string(kMaxRank));
+  // Multiply left to right exactly like shape_numel, so an accepted shape can
+  // never overflow later in the runtime.
+  uint64_t numel = 1;
+  for (const json& d : js) {
+    uint64_t v;
+    if (!as_count(d, v)) fail(where + "shape is not a list of non-negative integers");
+    if (__builtin_mul_overflow(numel, v, &numel) || numel > static_cast<uint64_t>(INT64_MAX))
+      fail(where + "shape " + js.dump() + " overflows the element count");
+    e.shape.push_back(static_cast<int64_t>(v));
+  }
+  uint64_t nbytes;
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &nbytes) ||
+      nbytes > static_cast<uint64_t>(INT64_MAX))
+    fail(where + "shape " + js.dump() + " overflows the byte size");
+
+  const json& jo = j["data_offsets"];
+  if (!jo.is_array() || jo.size() != 2 || !as_count(jo[0], e.begin) || !as_count(jo[1], e.end))
+    fail(where + "data_offsets is not a list of two non-negative integers");
+  if (e.begin > e.end || e.end > data_size)
+    fail(where + "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+         "] out of the data block (" + std::to_string(data_size) + " bytes)");
+  if (e.end - e.begin != nbytes)
+    fail(where + "size mismatch: " + ds + shape_str(e.shape) + " needs " + std::to_string(nbytes) +
+         " bytes, data_offsets span " + std::to_string(e.end - e.begin));
+  return e;
+}
+
+// Builds the padded header (length prefix included) and checks the inputs.
+std::string build_header(const std::string& what, const std::map<std::string, std::string>& metadata,
+                         const NamedTensors& tensors) {
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__") fail(what + ": '__metadata__' cannot be a tensor name");
+    if (h.contains(name)) fail(what + ": duplicate tensor name '" + name + "'");
+    if (!t) fail(what + ": tensor '" + name + "' is null");
+    size_t n = t->nbytes();
+    if (n > 0 && !t->data) fail(what + ": tensor '" + name + "' has no data");
+    h[name] = {{"dtype", dtype_safetensors_name(t->dtype)},
+               {"shape", t->shape},
+               {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string text;
+  try {
+    text = h.dump();
+  } catch (const json::exception& ex) {
+    fail(what + ": cannot encode header: " + ex.what());
+  }
+  // Pad with spaces so the data block starts 8-byte aligned.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out;
+  out.reserve(8 + text.size());
+  put_le64(out, text.size());
+  return out + text;
+}
+
+}  // namespace
+
+const HostTensor* SafeTensors::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& what) {
+  if (bytes.size() < 8)
+    fail(what + ": too short for safetensors (" + std::to_string(bytes.size()) +
+         " bytes, need at least 8)");
+  uint64_t n = read_le64(bytes.data());
+  if (n > kMaxHeader)
+    fail(what + ": header length " + std::to_string(n) + " exceeds the 100 MiB limit");
+  if (n > bytes.size() - 8)
+    fail(what + ": truncated: header says " + std::to_string(n) + " bytes, file has " +
+         std::to_string(bytes.size() - 8) + " after the length prefix");
+
+  DupKeyCheck dup;
+  json h;
+  try {
+    h = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n),
+                    std::ref(dup));
+  } catch (const json::exception& ex) {
+    fail(what + ": header is not valid JSON: " + ex.what());
+  }
+  if (!h.is_object()) fail(what + ": header is not a JSON object");
+  if (!dup.dup.empty()) fail(what + ": duplicate key '" + dup.dup + "' in header");
+
+  SafeTensors st;
+  uint64_t data_start = 8 + n;
+  uint64_t data_size = bytes.size() - data_start;
+  std::vector<Entry> entries;
+  for (const auto& [key, val] : h.items()) {
+    if (key == "__metadata__") {
+      if (!val.is_object()) fail(what + ": __metadata__ is not a JSON object");
+      for (const auto& [mk, mv] : val.items()) {
+        if (!mv.is_string()) fail(what + ": metadata value for '" + mk + "' is not a string");
+        st.metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(what, key, val, data_size));
+  }
+
+  // Tensors must tile the data block exactly: no overlaps, gaps or slack.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t pos = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < pos)
+      fail(what + ": tensors '" + prev->name + "' and '" + e.name + "' overlap in the data block");
+    if (e.begin > pos)
+      fail(what + ": bytes [" + std::to_string(pos) + ", " + std::to_string(e.begin) +
+           ") of the data block are not covered by any tensor");
+    pos = e.end;
+    if (e.end > e.begin) prev = &e;
+  }
+  if (pos != data_size)
+    fail(what + ": data block has " + std::to_string(data_size) + " bytes but tensors cover " +
+         std::to_string(pos));
+
+  // Every size is now bounded by the input, so these allocations are safe.
+  st.tensors.reserve(entries.size());
+  for (const Entry& e : entries) {
+    HostTensor t(e.dtype, e.shape);
+    if (e.end > e.begin) std::memcpy(t.view.data, bytes.data() + data_start + e.begin, e.end - e.begin);
+    st.tensors.emplace_back(e.name, std::move(t));
+  }
+  return st;
+}
+
+SafeTensors read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+
+std::string serialize_safetensors(const std::map<std::string, std::string>& metadata,
+                                  const NamedTensors& tensors) {
+  std::string out = build_header("safetensors", metadata, tensors);
+  for (const auto& nt : tensors)
+    if (size_t n = nt.second->nbytes()) out.append(static_cast<const char*>(nt.second->data), n);
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, std::string>& metadata,
+                       const NamedTensors& tensors) {
+  // Write header and tensor memory as separate chunks to avoid a full copy.
+  std::string header = build_header(path, metadata, tensors);
+  std::vector<Chunk> chunks{{header.data(), header.size()}};
+  for (const auto& nt : tensors) chunks.emplace_back(nt.second->data, nt.second->nbytes());
+  write_file_atomic(path, chunks);
+}
+
+}  // namespace ts
