@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "data/idx.h"
+#include "ir/program.h"
 #include "train/trainer.h"
 
 namespace tscli {

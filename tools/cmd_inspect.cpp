@@ -1,0 +1,79 @@
+// `trainstep inspect ARTIFACT` and `trainstep ops [--json]`.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "ir/program.h"
+#include "runtime/artifact.h"
+
+namespace tscli {
+
+void add_inspect(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("inspect", "Functions, signature, op histogram, state size");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("artifact", *path, "NAME.tstep")->required();
+  cmd->callback([=, &action] {
+    action = [=] {
+      ts::Artifact a = ts::load_artifact(*path);
+      const ts::Program& p = a.program;
+      std::printf("artifact %s: model %s, format version %d, batch %lld\n", path->c_str(),
+                  p.name.c_str(), p.version, (long long)p.batch_size);
+      std::printf("optimizer: %s\n", p.optimizer.dump().c_str());
+      std::map<std::string, int64_t> count, bytes;
+      for (const auto& s : p.state) {
+        count[s.kind] += s.type.numel();
+        bytes[s.kind] += s.type.nbytes();
+      }
+      std::printf("parameters: %lld trainable", (long long)count["param"]);
+      if (count["frozen"]) std::printf(", %lld frozen", (long long)count["frozen"]);
+      std::printf("\nstate: %zu tensors, %.2f MiB (", p.state.size(),
+                  [&] { double t = 0; for (auto& [k, b] : bytes) t += b; return t; }() / 1048576.0);
+      bool first = true;
+      for (auto& [k, b] : bytes) {
+        std::printf("%s%s %.2f MiB", first ? "" : ", ", k.c_str(), b / 1048576.0);
+        first = false;
+      }
+      std::printf(")\n");
+      for (const auto& [name, f] : p.functions) {
+        std::printf("\nfunction %s: %zu inputs, %zu outputs, %zu nodes\n", name.c_str(),
+                    f.inputs.size(), f.outputs.size(), f.nodes.size());
+        std::map<std::string, int> roles_in, roles_out;
+        for (const auto& in : f.inputs) roles_in[in.role]++;
+        for (const auto& o : f.outputs) roles_out[o.role]++;
+        std::printf("  inputs:");
+        for (auto& [r, n] : roles_in) std::printf(" %s×%d", r.c_str(), n);
+        std::printf("\n  outputs:");
+        for (auto& [r, n] : roles_out) std::printf(" %s×%d", r.c_str(), n);
+        std::printf("\n  ops:\n");
+        std::map<std::string, int> hist;
+        for (const auto& n : f.nodes) hist[n.op]++;
+        std::vector<std::pair<int, std::string>> sorted;
+        for (auto& [op, n] : hist) sorted.push_back({-n, op});
+        std::sort(sorted.begin(), sorted.end());
+        for (auto& [n, op] : sorted) std::printf("    %5d  %s\n", -n, op.c_str());
+      }
+      return 0;
+    };
+  });
+}
+
+void add_ops(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("ops", "List the supported ops");
+  auto as_json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *as_json, "machine-readable list (used by the exporter)");
+  cmd->callback([=, &action] {
+    action = [=] {
+      const auto& ops = ts::OpRegistry::get().all();
+      if (*as_json) {
+        ts::json j = {{"version", ts::kFormatVersion}, {"ops", ts::json::array()}};
+        for (const auto& op : ops) j["ops"].push_back({{"name", op.name}, {"doc", op.doc}});
+        std::printf("%s\n", j.dump(1).c_str());
+      } else {
+        for (const auto& op : ops) std::printf("%-48s %s\n", op.name.c_str(), op.doc.c_str());
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace tscli

@@ -1,0 +1,116 @@
+// `trainstep verify ARTIFACT`: replays the golden trace (eager PyTorch, same
+// RNG) in C++ and compares every loss, every final state tensor and the eval
+// outputs. Final line: "verify: ok" or "verify: FAILED <what>".
+#include <cmath>
+#include <cstdio>
+
+#include "commands.h"
+#include "core/error.h"
+#include "ir/program.h"
+#include "runtime/artifact.h"
+#include "trainstep/session.h"
+
+namespace tscli {
+
+namespace {
+
+struct Diff {
+  double max_abs = 0, max_rel = 0, scale = 0;
+  bool nonfinite = false;
+};
+
+double at(const ts::Tensor& t, int64_t i) {
+  switch (t.dtype) {
+    case ts::DType::F32: return t.as<float>()[i];
+    case ts::DType::F64: return t.as<double>()[i];
+    case ts::DType::I64: return static_cast<double>(t.as<int64_t>()[i]);
+    case ts::DType::I32: return t.as<int32_t>()[i];
+    case ts::DType::U8: return t.as<uint8_t>()[i];
+    case ts::DType::Bool: return t.as<bool>()[i];
+  }
+  return 0;
+}
+
+Diff compare(const ts::Tensor& got, const ts::Tensor& want, const std::string& what) {
+  if (got.type() != want.type())
+    ts::fail(what + ": got " + got.type().str() + ", golden is " + want.type().str());
+  Diff d;
+  for (int64_t i = 0; i < want.numel(); ++i) d.scale = std::max(d.scale, std::fabs(at(want, i)));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = at(got, i), w = at(want, i);
+    if (!std::isfinite(g) && std::isfinite(w)) d.nonfinite = true;
+    double a = std::fabs(g - w);
+    d.max_abs = std::max(d.max_abs, a);
+    d.max_rel = std::max(d.max_rel, a / std::max(std::fabs(w), 1e-30));
+  }
+  return d;
+}
+
+}  // namespace
+
+void add_verify(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("verify", "Replay the artifact's golden trace and compare");
+  auto path = std::make_shared<std::string>();
+  auto tol = std::make_shared<double>(1e-4);
+  auto threads = std::make_shared<int>(0);
+  auto quiet = std::make_shared<bool>(false);
+  cmd->add_option("artifact", *path, "NAME.tstep")->required();
+  cmd->add_option("--tol", *tol,
+                  "allowed max |got - golden| relative to the tensor's largest |golden|");
+  cmd->add_option("--threads", *threads, "compute threads");
+  cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
+  cmd->callback([=, &action] {
+    action = [=] {
+      auto s = ts::Session::open(*path, {*threads});
+      const ts::Artifact& a = s->artifact();
+      const ts::json& g = a.program.golden;
+      if (!g.contains("steps")) ts::fail(*path + ": the artifact has no golden trace");
+      const int64_t steps = g.at("steps").get<int64_t>();
+      s->set_seed(g.value("seed", int64_t(0)));
+      s->set_step(g.value("offset", int64_t(0)));
+      s->set_lr(g.value("lr", s->lr()));
+      const ts::Function& tf = a.program.function("train_step");
+      int n_in = 0;
+      for (const auto& p : tf.inputs) n_in += p.role == "input";
+
+      std::string failed;
+      auto check = [&](const std::string& name, const ts::Tensor& got, const ts::Tensor& want) {
+        Diff d = compare(got, want, name);
+        bool ok = !d.nonfinite && d.max_abs <= *tol * std::max(d.scale, 1e-12);
+        if (!ok && failed.empty()) failed = name;
+        if (!ok || !*quiet)
+          std::printf("  %-44s max_abs %.3e  max_rel %.3e  %s\n", name.c_str(), d.max_abs,
+                      d.max_rel, ok ? "ok" : "MISMATCH");
+      };
+      auto batch = [&](const std::string& prefix, std::vector<ts::Tensor>& xs) {
+        xs.clear();
+        for (int i = 0; i < n_in; ++i)
+          xs.push_back(a.tensor(prefix + "/input" + std::to_string(i)).view);
+        return a.tensor(prefix + "/target").view;
+      };
+      const ts::Tensor& losses = a.tensor("golden/loss").view;
+      std::vector<ts::Tensor> xs;
+      for (int64_t k = 0; k < steps; ++k) {
+        ts::Tensor y = batch("golden/step" + std::to_string(k), xs);
+        float loss = s->train_step(xs, y);
+        ts::Tensor got{ts::DType::F32, {}, &loss};
+        ts::Tensor want{ts::DType::F32, {}, losses.as<float>() + k};
+        check("loss[step " + std::to_string(k) + "]", got, want);
+      }
+      for (const auto& n : s->state_names())
+        check("state " + n, s->state(n), a.tensor("golden/final/" + n).view);
+      ts::Tensor y = batch("golden/step0", xs);
+      s->eval_step(xs, y);
+      check("eval output", s->eval_output(), a.tensor("golden/eval/output0").view);
+      check("eval sample_loss", s->eval_sample_loss(), a.tensor("golden/eval/sample_loss").view);
+      if (!failed.empty()) {
+        std::printf("verify: FAILED %s\n", failed.c_str());
+        return 1;
+      }
+      std::printf("verify: ok\n");
+      return 0;
+    };
+  });
+}
+
+}  // namespace tscli
