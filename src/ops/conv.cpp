@@ -1,7 +1,323 @@
+// 2-D convolution forward and backward on oneDNN. Primitives pick their own
+// (blocked) layouts via format_tag::any; plain NCHW/OIHW tensors at the kernel
+// boundary are reordered in and out through buffers owned by the kernel.
+#include <string>
+
+#include "ops/dnnl_util.h"
 #include "ops/op.h"
 
 namespace ts {
+namespace {
 
-void register_conv_ops(OpRegistry&) {}
+using dnnl::memory;
+using tag = memory::format_tag;
+constexpr auto f32 = memory::data_type::f32;
+
+std::string dims_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
+
+// Conv geometry from attrs and the input/weight types, validated.
+struct ConvGeom {
+  int64_t N, C, H, W, O, KH, KW, G, OH, OW;
+  int64_t sh, sw, ph, pw, dh, dw;
+};
+
+// A 2-element int list attr; one value means both.
+void pair_attr(const NodeCtx& ctx, const char* k, int64_t& a, int64_t& b) {
+  std::vector<int64_t> v = ctx.attr_ints(k);
+  if (v.size() == 1) v.push_back(v[0]);
+  if (v.size() != 2)
+    ctx.fail(std::string("attribute '") + k + "' must have 1 or 2 values, got " +
+             std::to_string(v.size()));
+  a = v[0];
+  b = v[1];
+}
+
+ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
+  const TensorType& x = ctx.input(in_i);
+  const TensorType& w = ctx.input(w_i);
+  if (ctx.attr_bool("transposed")) ctx.fail("transposed convolution is not supported");
+  if (x.dtype != DType::F32 || w.dtype != DType::F32)
+    ctx.fail("only float32 is supported, got input " + x.str() + " and weight " + w.str());
+  if (x.shape.size() != 4)
+    ctx.fail("only 2-D convolution is supported: input must be rank 4 (N, C, H, W), got " + x.str());
+  if (w.shape.size() != 4)
+    ctx.fail("weight must be rank 4 (O, C/groups, kH, kW), got " + w.str());
+  ConvGeom g;
+  g.N = x.shape[0], g.C = x.shape[1], g.H = x.shape[2], g.W = x.shape[3];
+  g.O = w.shape[0], g.KH = w.shape[2], g.KW = w.shape[3];
+  g.G = ctx.attr_int("groups");
+  pair_attr(ctx, "stride", g.sh, g.sw);
+  pair_attr(ctx, "padding", g.ph, g.pw);
+  pair_attr(ctx, "dilation", g.dh, g.dw);
+  if (g.G < 1) ctx.fail("groups must be positive, got " + std::to_string(g.G));
+  if (g.sh < 1 || g.sw < 1) ctx.fail("stride must be positive, got " + dims_str(g.sh, g.sw));
+  if (g.dh < 1 || g.dw < 1) ctx.fail("dilation must be positive, got " + dims_str(g.dh, g.dw));
+  if (g.ph < 0 || g.pw < 0) ctx.fail("padding must be non-negative, got " + dims_str(g.ph, g.pw));
+  if (g.O % g.G != 0)
+    ctx.fail("weight out channels (" + std::to_string(g.O) + ") must be divisible by groups (" +
+             std::to_string(g.G) + ")");
+  if (w.shape[1] * g.G != g.C)
+    ctx.fail("input has " + std::to_string(g.C) + " channels but weight " + w.str() +
+             " with groups=" + std::to_string(g.G) + " expects " + std::to_string(w.shape[1] * g.G));
+  int64_t nh = g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1;
+  int64_t nw = g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1;
+  g.OH = nh < 0 ? 0 : nh / g.sh + 1;
+  g.OW = nw < 0 ? 0 : nw / g.sw + 1;
+  if (g.OH < 1 || g.OW < 1 || g.N < 1 || g.C < 1 || g.O < 1 || g.KH < 1 || g.KW < 1)
+    ctx.fail("output size is not positive: input " + x.str() + ", weight " + w.str() +
+             ", padding " + dims_str(g.ph, g.pw) + ", dilation " + dims_str(g.dh, g.dw) +
+             " give output " + dims_str(g.OH, g.OW));
+  return g;
+}
+
+// Memory descriptors and geometry in oneDNN terms (dilation counts from 0).
+struct ConvMds {
+  memory::desc src, wei, bias, dst;          // plain
+  memory::desc src_any, wei_any, dst_any;    // let the primitive choose
+  memory::dims strides, dil, pad;
+};
+
+ConvMds conv_mds(const ConvGeom& g) {
+  ConvMds m;
+  memory::dims src{g.N, g.C, g.H, g.W}, dst{g.N, g.O, g.OH, g.OW};
+  // OIHW with groups is the same bytes as GOIHW with O split into (G, O/G).
+  memory::dims wei = g.G == 1 ? memory::dims{g.O, g.C, g.KH, g.KW}
+                              : memory::dims{g.G, g.O / g.G, g.C / g.G, g.KH, g.KW};
+  m.src = memory::desc(src, f32, tag::nchw);
+  m.dst = memory::desc(dst, f32, tag::nchw);
+  m.wei = memory::desc(wei, f32, g.G == 1 ? tag::oihw : tag::goihw);
+  m.bias = memory::desc({g.O}, f32, tag::x);
+  m.src_any = memory::desc(src, f32, tag::any);
+  m.dst_any = memory::desc(dst, f32, tag::any);
+  m.wei_any = memory::desc(wei, f32, tag::any);
+  m.strides = {g.sh, g.sw};
+  m.dil = {g.dh - 1, g.dw - 1};
+  m.pad = {g.ph, g.pw};  // symmetric: PyTorch's floor formula matches oneDNN's check
+  return m;
+}
+
+dnnl::convolution_forward::primitive_desc fwd_pd(const ConvMds& m, bool bias,
+                                                 const dnnl::primitive_attr& attr) {
+  auto a = dnnl::algorithm::convolution_direct;
+  auto pk = dnnl::prop_kind::forward_training;
+  auto d = bias ? dnnl::convolution_forward::desc(pk, a, m.src_any, m.wei_any, m.bias, m.dst_any,
+                                                  m.strides, m.dil, m.pad, m.pad)
+                : dnnl::convolution_forward::desc(pk, a, m.src_any, m.wei_any, m.dst_any,
+                                                  m.strides, m.dil, m.pad, m.pad);
+  return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+}
+
+// One tensor at the kernel boundary: `plain` wraps the caller's data; `inner`
+// is what the primitive uses — the same object when layouts agree, else an
+// owned buffer plus a reorder (plain->inner for inputs, inner->plain for outputs).
+struct Port {
+  memory plain, inner;
+  bool reorder = false;
+  DnnlStep step;
+
+  Port() = default;
+  Port(const memory::desc& plain_md, const memory::desc& want, bool is_input) {
+    plain = plain_memory(plain_md);
+    if (want == plain_md) {
+      inner = plain;
+      return;
+    }
+    reorder = true;
+    inner = owned_memory(want);
+    step = is_input ? make_reorder(plain, inner) : make_reorder(inner, plain);
+  }
+  void set(void* p) { plain.set_data_handle(p); }
+  void sync() const {
+    if (reorder) step.exec();
+  }
+};
+
+class ConvFwdKernel : public Kernel {
+ public:
+  ConvFwdKernel(const ConvGeom& g, bool bias) : bias_(bias) {
+    ConvMds m = conv_mds(g);
+    auto pd = fwd_pd(m, bias, user_scratchpad_attr());
+    src_ = Port(m.src, pd.src_desc(), true);
+    wei_ = Port(m.wei, pd.weights_desc(), true);
+    dst_ = Port(m.dst, pd.dst_desc(), false);
+    conv_.prim = dnnl::convolution_forward(pd);
+    conv_.bind(DNNL_ARG_SRC, src_.inner);
+    conv_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
+    conv_.bind(DNNL_ARG_DST, dst_.inner);
+    if (bias) {
+      bmem_ = plain_memory(m.bias);
+      conv_.bind(DNNL_ARG_BIAS, bmem_);
+    }
+    bind_scratchpad(conv_, pd.scratchpad_desc());
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    src_.set(in[0].data);
+    wei_.set(in[1].data);
+    dst_.set(out[0].data);
+    if (bias_) bmem_.set_data_handle(in[2].data);
+    src_.sync();
+    wei_.sync();
+    conv_.exec();
+    dst_.sync();
+  }
+
+ private:
+  bool bias_;
+  Port src_, wei_, dst_;
+  memory bmem_;
+  DnnlStep conv_;
+};
+
+std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
+  if (ctx.num_inputs() != 3 && ctx.num_inputs() != 2)
+    ctx.fail("expected inputs (input, weight, bias?), got " + std::to_string(ctx.num_inputs()));
+  ConvGeom g = conv_geom(ctx, 0, 1);
+  if (ctx.has_input(2)) {
+    const TensorType& b = ctx.input(2);
+    if (b.dtype != DType::F32 || b.shape != Shape{g.O})
+      ctx.fail("bias must be float32[" + std::to_string(g.O) + "], got " + b.str());
+  }
+  return {{DType::F32, {g.N, g.O, g.OH, g.OW}}};
+}
+
+std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
+  try {
+    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2));
+  } catch (const dnnl::error& e) {
+    k.node.fail(std::string("oneDNN could not build the convolution: ") + e.what());
+  }
+}
+
+// Backward: diff_src via convolution_backward_data, diff_weights (and
+// diff_bias) via convolution_backward_weights, both hinted by the forward pd.
+class ConvBwdKernel : public Kernel {
+ public:
+  ConvBwdKernel(const ConvGeom& g, bool want_in, bool want_w, bool want_b) {
+    ConvMds m = conv_mds(g);
+    auto attr = user_scratchpad_attr();
+    auto hint = fwd_pd(m, want_b, attr);
+    auto a = dnnl::algorithm::convolution_direct;
+    if (want_in) {
+      dnnl::convolution_backward_data::desc d(a, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil,
+                                              m.pad, m.pad);
+      dnnl::convolution_backward_data::primitive_desc pd(d, attr, cpu_engine(), hint);
+      dd_data_ = Port(m.dst, pd.diff_dst_desc(), true);
+      wei_ = Port(m.wei, pd.weights_desc(), true);
+      dsrc_ = Port(m.src, pd.diff_src_desc(), false);
+      data_.prim = dnnl::convolution_backward_data(pd);
+      data_.bind(DNNL_ARG_DIFF_DST, dd_data_.inner);
+      data_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
+      data_.bind(DNNL_ARG_DIFF_SRC, dsrc_.inner);
+      bind_scratchpad(data_, pd.scratchpad_desc());
+    }
+    if (want_w || want_b) {
+      using BW = dnnl::convolution_backward_weights;
+      auto d = want_b ? BW::desc(a, m.src_any, m.wei_any, m.bias, m.dst_any, m.strides, m.dil,
+                                 m.pad, m.pad)
+                      : BW::desc(a, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad,
+                                 m.pad);
+      BW::primitive_desc pd(d, attr, cpu_engine(), hint);
+      src_ = Port(m.src, pd.src_desc(), true);
+      dwei_ = Port(m.wei, pd.diff_weights_desc(), false);
+      // Reuse the backward-data reorder of grad_output when layouts agree.
+      share_dd_ = want_in && pd.diff_dst_desc() == dd_data_.inner.get_desc();
+      if (!share_dd_) dd_wei_ = Port(m.dst, pd.diff_dst_desc(), true);
+      wgt_.prim = BW(pd);
+      wgt_.bind(DNNL_ARG_SRC, src_.inner);
+      wgt_.bind(DNNL_ARG_DIFF_DST, share_dd_ ? dd_data_.inner : dd_wei_.inner);
+      wgt_.bind(DNNL_ARG_DIFF_WEIGHTS, dwei_.inner);
+      if (want_b) {
+        dbias_ = plain_memory(m.bias);
+        wgt_.bind(DNNL_ARG_DIFF_BIAS, dbias_);
+        spare_b_ = owned_memory(m.bias);
+      }
+      // When only grad_bias is read, grad_weight still needs somewhere to go.
+      if (!dwei_.reorder) spare_w_ = owned_memory(m.wei);
+      bind_scratchpad(wgt_, pd.scratchpad_desc());
+    }
+    has_data_ = want_in;
+    has_wgt_ = want_w || want_b;
+    has_bias_ = want_b;
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    bool do_data = has_data_ && out[0].data;
+    bool do_w = has_wgt_ && (out[1].data || (has_bias_ && out[2].data));
+    if (do_data || (do_w && share_dd_)) {
+      dd_data_.set(in[0].data);
+      dd_data_.sync();
+    }
+    if (do_data) {
+      wei_.set(in[2].data);
+      wei_.sync();
+      dsrc_.set(out[0].data);
+      data_.exec();
+      dsrc_.sync();
+    }
+    if (do_w) {
+      if (!share_dd_) {
+        dd_wei_.set(in[0].data);
+        dd_wei_.sync();
+      }
+      src_.set(in[1].data);
+      src_.sync();
+      if (out[1].data)
+        dwei_.set(out[1].data);
+      else if (!dwei_.reorder)
+        dwei_.set(spare_w_.get_data_handle());
+      if (has_bias_) dbias_.set_data_handle(out[2].data ? out[2].data : spare_b_.get_data_handle());
+      wgt_.exec();
+      if (out[1].data) dwei_.sync();
+    }
+  }
+
+ private:
+  bool has_data_ = false, has_wgt_ = false, has_bias_ = false, share_dd_ = false;
+  Port dd_data_, wei_, dsrc_;       // backward data
+  Port dd_wei_, src_, dwei_;        // backward weights
+  memory dbias_, spare_b_, spare_w_;
+  DnnlStep data_, wgt_;
+};
+
+std::vector<bool> output_mask(const NodeCtx& ctx) {
+  std::vector<bool> m = ctx.attr_bools("output_mask");
+  if (m.size() != 3) ctx.fail("attribute 'output_mask' must have 3 bools, got " + std::to_string(m.size()));
+  return m;
+}
+
+std::vector<TensorType> infer_conv_bwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(3);
+  ConvGeom g = conv_geom(ctx, 1, 2);
+  output_mask(ctx);
+  const TensorType& go = ctx.input(0);
+  Shape want{g.N, g.O, g.OH, g.OW};
+  if (go.dtype != DType::F32 || go.shape != want)
+    ctx.fail("grad_output must be float32" + shape_str(want) + ", got " + go.str());
+  return {ctx.input(1), ctx.input(2), {DType::F32, {g.O}}};
+}
+
+std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
+  std::vector<bool> m = output_mask(k.node);
+  try {
+    return std::make_unique<ConvBwdKernel>(conv_geom(k.node, 1, 2), m[0], m[1], m[2]);
+  } catch (const dnnl::error& e) {
+    k.node.fail(std::string("oneDNN could not build the convolution backward: ") + e.what());
+  }
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+  r.add({"aten.convolution.default",
+         "2-D convolution (oneDNN), float32 NCHW input, OIHW weight, optional bias; stride/"
+         "padding/dilation/groups; transposed=false only",
+         infer_conv, make_conv});
+  r.add({"aten.convolution_backward.default",
+         "Gradients of 2-D convolution (oneDNN) w.r.t. input, weight and bias per output_mask; "
+         "float32, transposed=false only",
+         infer_conv_bwd, make_conv_bwd});
+}
 
 }  // namespace ts

@@ -1,7 +1,168 @@
+// 2-D max pooling with PyTorch's index format (flat h*W+w within each input
+// plane), hand-written so indices match exactly. Parallel over N*C planes.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "ops/op.h"
 
 namespace ts {
+namespace {
 
-void register_pool_ops(OpRegistry&) {}
+struct PoolGeom {
+  int64_t planes, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  Shape out_shape;
+};
+
+void pair_attr(const NodeCtx& ctx, const char* k, int64_t& a, int64_t& b, bool empty_ok = false) {
+  std::vector<int64_t> v = ctx.attr_ints(k);
+  if (v.empty() && empty_ok) return;  // caller keeps its default
+  if (v.size() == 1) v.push_back(v[0]);
+  if (v.size() != 2)
+    ctx.fail(std::string("attribute '") + k + "' must have 1 or 2 values, got " +
+             std::to_string(v.size()));
+  a = v[0];
+  b = v[1];
+}
+
+// PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode
+// the last window must start inside the input or the left padding.
+int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
+  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t q = num / s;
+  if (num % s != 0 && num < 0) --q;  // floor division
+  int64_t o = q + 1;
+  if (ceil_mode && (o - 1) * s >= in + pad) --o;
+  return o;
+}
+
+std::string pair_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
+
+PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
+  if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got " + x.str());
+  if (x.shape.size() != 4 && x.shape.size() != 3)
+    ctx.fail("input must be rank 3 (C, H, W) or 4 (N, C, H, W), got " + x.str());
+  PoolGeom g;
+  pair_attr(ctx, "kernel_size", g.kh, g.kw);
+  g.sh = g.kh, g.sw = g.kw;
+  pair_attr(ctx, "stride", g.sh, g.sw, true);
+  pair_attr(ctx, "padding", g.ph, g.pw);
+  pair_attr(ctx, "dilation", g.dh, g.dw);
+  bool ceil_mode = ctx.attr_bool("ceil_mode");
+  if (g.kh < 1 || g.kw < 1) ctx.fail("kernel_size must be positive, got " + pair_str(g.kh, g.kw));
+  if (g.sh < 1 || g.sw < 1) ctx.fail("stride must be positive, got " + pair_str(g.sh, g.sw));
+  if (g.dh < 1 || g.dw < 1) ctx.fail("dilation must be positive, got " + pair_str(g.dh, g.dw));
+  if (g.ph < 0 || g.pw < 0 || g.ph > g.kh / 2 || g.pw > g.kw / 2)
+    ctx.fail("padding must be between 0 and half the kernel size, got padding " +
+             pair_str(g.ph, g.pw) + " for kernel " + pair_str(g.kh, g.kw));
+  size_t r = x.shape.size();
+  g.H = x.shape[r - 2], g.W = x.shape[r - 1];
+  g.planes = 1;
+  for (size_t i = 0; i + 2 < r; ++i) g.planes *= x.shape[i];
+  g.OH = out_size(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode);
+  g.OW = out_size(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode);
+  if (g.OH < 1 || g.OW < 1 || g.H < 1 || g.W < 1)
+    ctx.fail("output size is not positive: input " + x.str() + ", kernel " +
+             pair_str(g.kh, g.kw) + ", padding " + pair_str(g.ph, g.pw) + ", dilation " +
+             pair_str(g.dh, g.dw) + " give output " + pair_str(g.OH, g.OW));
+  g.out_shape = x.shape;
+  g.out_shape[r - 2] = g.OH;
+  g.out_shape[r - 1] = g.OW;
+  return g;
+}
+
+std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  PoolGeom g = pool_geom(ctx, ctx.input(0));
+  return {{DType::F32, g.out_shape}, {DType::I64, g.out_shape}};
+}
+
+// Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
+// first max wins (strict >), and any NaN is taken as the max.
+void pool_fwd(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+#pragma omp parallel for
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t h0 = oh * g.sh - g.ph;
+      int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
+      while (h0 < 0) h0 += g.dh;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t w0 = ow * g.sw - g.pw;
+        int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
+        while (w0 < 0) w0 += g.dw;
+        int64_t best_i = h0 * g.W + w0;
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t h = h0; h < h1; h += g.dh)
+          for (int64_t w = w0; w < w1; w += g.dw) {
+            float v = xp[h * g.W + w];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_i = h * g.W + w;
+            }
+          }
+        int64_t o = p * g.OH * g.OW + oh * g.OW + ow;
+        if (y) y[o] = best;
+        if (idx) idx[o] = best_i;
+      }
+    }
+  }
+}
+
+std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
+  PoolGeom g = pool_geom(k.node, k.node.input(0));
+  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+    if (!out[0].data && !out[1].data) return;
+    pool_fwd(g, in[0].as<float>(), out[0].as<float>(), out[1].as<int64_t>());
+  });
+}
+
+std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(3);
+  const TensorType& x = ctx.input(1);
+  PoolGeom g = pool_geom(ctx, x);
+  const TensorType& go = ctx.input(0);
+  const TensorType& ix = ctx.input(2);
+  if (go.dtype != DType::F32 || go.shape != g.out_shape)
+    ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
+  if (ix.dtype != DType::I64 || ix.shape != g.out_shape)
+    ctx.fail("indices must be int64" + shape_str(g.out_shape) + ", got " + ix.str());
+  return {x};
+}
+
+std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
+  PoolGeom g = pool_geom(k.node, k.node.input(1));
+  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+    float* gi = out[0].as<float>();
+    if (!gi) return;
+    const float* go = in[0].as<float>();
+    const int64_t* idx = in[2].as<int64_t>();
+    int64_t n_in = g.H * g.W, n_out = g.OH * g.OW;
+#pragma omp parallel for
+    for (int64_t p = 0; p < g.planes; ++p) {
+      float* gp = gi + p * n_in;
+      for (int64_t i = 0; i < n_in; ++i) gp[i] = 0.f;
+      for (int64_t o = p * n_out; o < (p + 1) * n_out; ++o) {
+        int64_t j = idx[o];
+        if (j >= 0 && j < n_in) gp[j] += go[o];  // guard: indices come from the graph
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void register_pool_ops(OpRegistry& r) {
+  r.add({"aten.max_pool2d_with_indices.default",
+         "2-D max pooling over float32 (N,)C,H,W returning values and int64 flat h*W+w "
+         "indices as PyTorch; stride/padding/dilation/ceil_mode",
+         infer_fwd, make_fwd});
+  r.add({"aten.max_pool2d_with_indices_backward.default",
+         "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
+         "float32 tensor at the saved indices",
+         infer_bwd, make_bwd});
+}
 
 }  // namespace ts

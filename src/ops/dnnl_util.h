@@ -1,0 +1,44 @@
+// Shared oneDNN plumbing for the kernels (conv, matmul). Kernels build their
+// primitives, memory objects and argument lists in make(); run() only swaps
+// data handles and calls exec(), which goes through the C API with the
+// prebuilt argument array so the C++ wrapper allocates nothing per step.
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ts {
+
+dnnl::engine& cpu_engine();  // one CPU engine for the process
+dnnl::stream& cpu_stream();  // per thread; in-order, so execution is synchronous
+
+dnnl::memory::dims to_dims(const Shape& s);
+
+// A primitive plus its arguments, bound once. The memory objects are held
+// here so their raw handles in `args` stay valid.
+struct DnnlStep {
+  dnnl::primitive prim;
+  std::vector<dnnl_exec_arg_t> args;
+  std::vector<dnnl::memory> mems;
+  void bind(int arg, const dnnl::memory& m);
+  void exec() const;  // throws ts::Error on failure
+};
+
+// A user-mode scratchpad attribute: the kernel owns the scratchpad memory, so
+// oneDNN does not grow a library-managed one on the first execution.
+dnnl::primitive_attr user_scratchpad_attr();
+
+// Allocates (in make) a memory of md, bound as the step's scratchpad if non-empty.
+void bind_scratchpad(DnnlStep& step, const dnnl::memory::desc& md);
+
+// Plain (row-major) memory with no data yet; set_data_handle at run.
+dnnl::memory plain_memory(const dnnl::memory::desc& md);
+
+// Owning memory for an internal (blocked) layout, allocated in make().
+dnnl::memory owned_memory(const dnnl::memory::desc& md);
+
+// A reorder from src to dst (same logical tensor, different layouts).
+DnnlStep make_reorder(const dnnl::memory& src, const dnnl::memory& dst);
+
+}  // namespace ts

@@ -1,0 +1,281 @@
+// aten.convolution / aten.convolution_backward against naive double-precision
+// references, error messages, repeatability and the real model's sizes.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "op_test_util.h"
+
+using namespace ts_test;
+using ts::DType;
+using ts::HostTensor;
+
+namespace {
+
+struct ConvCase {
+  int64_t N, C, H, W, O, KH, KW, sh, sw, ph, pw, dh, dw, G;
+  bool bias;
+  int64_t OH() const { return (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1; }
+  int64_t OW() const { return (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1; }
+  json attrs() const {
+    return {{"stride", {sh, sw}}, {"padding", {ph, pw}}, {"dilation", {dh, dw}},
+            {"transposed", false}, {"output_padding", {0, 0}}, {"groups", G}};
+  }
+  json bwd_attrs(bool gi, bool gw, bool gb) const {
+    json a = attrs();
+    a["bias_sizes"] = bias ? json::array({O}) : json(nullptr);
+    a["output_mask"] = {gi, gw, gb};
+    return a;
+  }
+};
+
+// Naive references, one element at a time (so large cases can be sampled).
+struct Ref {
+  const ConvCase& c;
+  const float *x, *w, *b, *go;
+  int64_t Cg() const { return c.C / c.G; }
+  int64_t Og() const { return c.O / c.G; }
+  float xat(int64_t n, int64_t ch, int64_t h, int64_t ww) const {
+    if (h < 0 || h >= c.H || ww < 0 || ww >= c.W) return 0.f;
+    return x[((n * c.C + ch) * c.H + h) * c.W + ww];
+  }
+  float wat(int64_t o, int64_t ci, int64_t kh, int64_t kw) const {
+    return w[((o * Cg() + ci) * c.KH + kh) * c.KW + kw];
+  }
+  float goat(int64_t n, int64_t o, int64_t oh, int64_t ow) const {
+    return go[((n * c.O + o) * c.OH() + oh) * c.OW() + ow];
+  }
+  double y(int64_t n, int64_t o, int64_t oh, int64_t ow) const {
+    double s = b ? b[o] : 0.0;
+    int64_t g = o / Og();
+    for (int64_t ci = 0; ci < Cg(); ++ci)
+      for (int64_t kh = 0; kh < c.KH; ++kh)
+        for (int64_t kw = 0; kw < c.KW; ++kw)
+          s += double(xat(n, g * Cg() + ci, oh * c.sh - c.ph + kh * c.dh,
+                          ow * c.sw - c.pw + kw * c.dw)) * wat(o, ci, kh, kw);
+    return s;
+  }
+  double gx(int64_t n, int64_t ch, int64_t ih, int64_t iw) const {
+    double s = 0;
+    int64_t g = ch / Cg(), ci = ch % Cg();
+    for (int64_t o = g * Og(); o < (g + 1) * Og(); ++o)
+      for (int64_t kh = 0; kh < c.KH; ++kh)
+        for (int64_t kw = 0; kw < c.KW; ++kw) {
+          int64_t th = ih + c.ph - kh * c.dh, tw = iw + c.pw - kw * c.dw;
+          if (th < 0 || tw < 0 || th % c.sh || tw % c.sw) continue;
+          int64_t oh = th / c.sh, ow = tw / c.sw;
+          if (oh >= c.OH() || ow >= c.OW()) continue;
+          s += double(goat(n, o, oh, ow)) * wat(o, ci, kh, kw);
+        }
+    return s;
+  }
+  double gw(int64_t o, int64_t ci, int64_t kh, int64_t kw) const {
+    double s = 0;
+    int64_t g = o / Og();
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t oh = 0; oh < c.OH(); ++oh)
+        for (int64_t ow = 0; ow < c.OW(); ++ow)
+          s += double(goat(n, o, oh, ow)) *
+               xat(n, g * Cg() + ci, oh * c.sh - c.ph + kh * c.dh, ow * c.sw - c.pw + kw * c.dw);
+    return s;
+  }
+  double gb(int64_t o) const {
+    double s = 0;
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t i = 0; i < c.OH() * c.OW(); ++i) s += go[(n * c.O + o) * c.OH() * c.OW() + i];
+    return s;
+  }
+};
+
+// Compares every element, or `samples` random ones, of a 4-D result.
+template <class F>
+void check4(const HostTensor& t, F ref, std::mt19937& rng, int samples = 0) {
+  const auto& s = t.view.shape;
+  int64_t n = t.view.numel();
+  auto at = [&](int64_t i) {
+    int64_t d = i % s[3], c = (i / s[3]) % s[2], b = (i / s[3] / s[2]) % s[1], a = i / s[3] / s[2] / s[1];
+    double want = ref(a, b, c, d);
+    float got = f32(t)[i];
+    ASSERT_NEAR(got, want, 1e-4 + 1e-4 * std::fabs(want)) << "index " << i << " of " << ts::shape_str(s);
+  };
+  if (samples == 0) {
+    for (int64_t i = 0; i < n; ++i) at(i);
+  } else {
+    std::uniform_int_distribution<int64_t> d(0, n - 1);
+    for (int k = 0; k < samples; ++k) at(d(rng));
+  }
+}
+
+void check_case(const ConvCase& c, uint32_t seed, int samples = 0) {
+  SCOPED_TRACE("N" + std::to_string(c.N) + " C" + std::to_string(c.C) + " H" + std::to_string(c.H) +
+               " W" + std::to_string(c.W) + " O" + std::to_string(c.O) + " k" + std::to_string(c.KH) +
+               "x" + std::to_string(c.KW) + " s" + std::to_string(c.sh) + "," + std::to_string(c.sw) +
+               " p" + std::to_string(c.ph) + "," + std::to_string(c.pw) + " d" + std::to_string(c.dh) +
+               "," + std::to_string(c.dw) + " g" + std::to_string(c.G));
+  std::mt19937 rng(seed);
+  HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+  HostTensor w = random_f32({c.O, c.C / c.G, c.KH, c.KW}, rng);
+  HostTensor b = random_f32({c.O}, rng);
+  HostTensor go = random_f32({c.N, c.O, c.OH(), c.OW()}, rng);
+  Ref r{c, f32(x), f32(w), c.bias ? f32(b) : nullptr, f32(go)};
+
+  std::vector<ts::TensorType> types;
+  auto y = run_op("aten.convolution.default", c.attrs(), {&x, &w, c.bias ? &b : nullptr}, &types);
+  ASSERT_EQ(types[0].shape, (ts::Shape{c.N, c.O, c.OH(), c.OW()}));
+  check4(y[0], [&](auto a, auto bb, auto cc, auto d) { return r.y(a, bb, cc, d); }, rng, samples);
+
+  auto g = run_op("aten.convolution_backward.default", c.bwd_attrs(true, true, c.bias), {&go, &x, &w},
+                  &types, {false, false, !c.bias});
+  ASSERT_EQ(types.size(), 3u);
+  EXPECT_EQ(types[2].shape, (ts::Shape{c.O}));
+  check4(g[0], [&](auto a, auto bb, auto cc, auto d) { return r.gx(a, bb, cc, d); }, rng, samples);
+  check4(g[1], [&](auto a, auto bb, auto cc, auto d) { return r.gw(a, bb, cc, d); }, rng, samples);
+  if (c.bias) {
+    for (int64_t o = 0; o < c.O; ++o) ASSERT_NEAR(f32(g[2])[o], r.gb(o), 1e-3 + 1e-4 * std::fabs(r.gb(o)));
+  }
+}
+
+}  // namespace
+
+TEST(Conv, FixedCases) {
+  std::vector<ConvCase> cases = {
+      {1, 1, 5, 5, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},
+      {2, 3, 7, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},      // odd sizes, stride 2, padding
+      {2, 4, 11, 10, 6, 3, 2, 2, 1, 1, 0, 2, 1, 2, true},    // groups, dilation, mixed
+      {3, 6, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, false},     // depthwise
+      {1, 5, 6, 7, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, true},      // 1x1
+      {2, 2, 9, 9, 4, 3, 3, 3, 3, 2, 2, 2, 2, 1, true},      // stride 3, dilation 2
+  };
+  uint32_t seed = 1;
+  for (const auto& c : cases) check_case(c, seed++);
+}
+
+TEST(Conv, RandomCases) {
+  std::mt19937 rng(1234);
+  auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int t = 0; t < 25; ++t) {
+    ConvCase c;
+    c.G = r(1, 3);
+    c.N = r(1, 3), c.C = c.G * r(1, 3), c.O = c.G * r(1, 3);
+    c.KH = r(1, 4), c.KW = r(1, 4), c.sh = r(1, 3), c.sw = r(1, 3);
+    c.dh = r(1, 2), c.dw = r(1, 2), c.ph = r(0, 2), c.pw = r(0, 2);
+    c.H = c.dh * (c.KH - 1) + r(1, 9), c.W = c.dw * (c.KW - 1) + r(1, 9);
+    c.bias = r(0, 1);
+    check_case(c, 100 + t);
+  }
+}
+
+TEST(Conv, AttrsOfLengthOne) {
+  std::mt19937 rng(7);
+  HostTensor x = random_f32({1, 2, 6, 6}, rng), w = random_f32({3, 2, 3, 3}, rng);
+  json a = {{"stride", {2}}, {"padding", {1}}, {"dilation", {1}}, {"transposed", false},
+            {"output_padding", {0}}, {"groups", 1}};
+  std::vector<ts::TensorType> types;
+  run_op("aten.convolution.default", a, {&x, &w, nullptr}, &types);
+  EXPECT_EQ(types[0].shape, (ts::Shape{1, 3, 3, 3}));
+}
+
+TEST(Conv, RealModelSizes) {
+  // Sampled: a full naive reference would be slow.
+  check_case({64, 1, 28, 28, 32, 3, 3, 1, 1, 0, 0, 1, 1, 1, true}, 11, 300);
+  check_case({64, 32, 26, 26, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, true}, 12, 300);
+}
+
+TEST(Conv, BackwardOutputMaskAndSkips) {
+  ConvCase c{2, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, true};
+  std::mt19937 rng(5);
+  HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng), w = random_f32({c.O, 2, 3, 3}, rng);
+  HostTensor go = random_f32({c.N, c.O, c.OH(), c.OW()}, rng);
+  Ref r{c, f32(x), f32(w), nullptr, f32(go)};
+  const std::string op = "aten.convolution_backward.default";
+  // Only grad_bias read: grad_weight is computed into a spare buffer.
+  auto g = run_op(op, c.bwd_attrs(false, true, true), {&go, &x, &w}, nullptr, {true, true, false});
+  for (int64_t o = 0; o < c.O; ++o) EXPECT_NEAR(f32(g[2])[o], r.gb(o), 1e-3);
+  // Only grad_input.
+  g = run_op(op, c.bwd_attrs(true, false, false), {&go, &x, &w}, nullptr, {false, true, true});
+  check4(g[0], [&](auto a, auto b, auto cc, auto d) { return r.gx(a, b, cc, d); }, rng);
+  // Only grad_weight.
+  g = run_op(op, c.bwd_attrs(false, true, false), {&go, &x, &w}, nullptr, {true, false, true});
+  check4(g[1], [&](auto a, auto b, auto cc, auto d) { return r.gw(a, b, cc, d); }, rng);
+}
+
+TEST(Conv, RunTwiceIsIdentical) {
+  ConvCase c{2, 4, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true};
+  std::mt19937 rng(9);
+  HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng), w = random_f32({c.O, c.C, 3, 3}, rng);
+  HostTensor b = random_f32({c.O}, rng), go = random_f32({c.N, c.O, c.OH(), c.OW()}, rng);
+  OpHarness f("aten.convolution.default", c.attrs(), {&x, &w, &b});
+  auto y1 = f.run({&x, &w, &b}), y2 = f.run({&x, &w, &b});
+  EXPECT_EQ(0, std::memcmp(f32(y1[0]), f32(y2[0]), y1[0].view.nbytes()));
+  OpHarness bw("aten.convolution_backward.default", c.bwd_attrs(true, true, true), {&go, &x, &w});
+  auto g1 = bw.run({&go, &x, &w}), g2 = bw.run({&go, &x, &w});
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(0, std::memcmp(f32(g1[i]), f32(g2[i]), g1[i].view.nbytes())) << "output " << i;
+}
+
+TEST(Conv, Errors) {
+  const std::string op = "aten.convolution.default";
+  auto T = [](ts::Shape s, DType d = DType::F32) { return ts::TensorType{d, s}; };
+  json a = {{"stride", {1, 1}}, {"padding", {0, 0}}, {"dilation", {1, 1}}, {"transposed", false},
+            {"output_padding", {0, 0}}, {"groups", 1}};
+  std::vector<bool> nob = {true, true, false};
+  EXPECT_EQ(infer_error(op, a, {T({1, 3, 8, 8}), T({4, 2, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): input has 3 channels but weight "
+            "float32[4, 2, 3, 3] with groups=1 expects 2");
+  json t = a;
+  t["transposed"] = true;
+  EXPECT_EQ(infer_error(op, t, {T({1, 3, 8, 8}), T({4, 3, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): transposed convolution is not supported");
+  json g = a;
+  g["groups"] = 2;
+  EXPECT_EQ(infer_error(op, g, {T({1, 4, 8, 8}), T({3, 2, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): weight out channels (3) must be divisible by "
+            "groups (2)");
+  EXPECT_EQ(infer_error(op, a, {T({1, 3, 2, 8}), T({4, 3, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): output size is not positive: input "
+            "float32[1, 3, 2, 8], weight float32[4, 3, 3, 3], padding 0x0, dilation 1x1 give "
+            "output 0x6");
+  EXPECT_EQ(infer_error(op, a, {T({3, 8, 8}), T({4, 3, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): only 2-D convolution is supported: input must "
+            "be rank 4 (N, C, H, W), got float32[3, 8, 8]");
+  EXPECT_EQ(infer_error(op, a, {T({1, 3, 8, 8}, DType::F64), T({4, 3, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): only float32 is supported, got input "
+            "float64[1, 3, 8, 8] and weight float32[4, 3, 3, 3]");
+  EXPECT_EQ(infer_error(op, a, {T({1, 3, 8, 8}), T({4, 3, 3, 3}), T({5})}),
+            "node 'n0' (aten.convolution.default): bias must be float32[4], got float32[5]");
+  json s = a;
+  s["stride"] = {1, 1, 1};
+  EXPECT_EQ(infer_error(op, s, {T({1, 3, 8, 8}), T({4, 3, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): attribute 'stride' must have 1 or 2 values, got 3");
+  json ba = a;
+  ba["bias_sizes"] = nullptr;
+  ba["output_mask"] = {true, true, false};
+  EXPECT_EQ(infer_error("aten.convolution_backward.default", ba,
+                        {T({1, 4, 5, 5}), T({1, 3, 8, 8}), T({4, 3, 3, 3})}),
+            "node 'n0' (aten.convolution_backward.default): grad_output must be "
+            "float32[1, 4, 6, 6], got float32[1, 4, 5, 5]");
+}
+
+TEST(Conv, Timing) {
+  // Prints the per-call time of the model's big conv; not an assertion.
+  std::mt19937 rng(3);
+  HostTensor x = random_f32({64, 32, 26, 26}, rng), w = random_f32({64, 32, 3, 3}, rng);
+  HostTensor b = random_f32({64}, rng), go = random_f32({64, 64, 24, 24}, rng);
+  ConvCase c{64, 32, 26, 26, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, true};
+  OpHarness f("aten.convolution.default", c.attrs(), {&x, &w, &b});
+  OpHarness bw("aten.convolution_backward.default", c.bwd_attrs(true, true, true), {&go, &x, &w});
+  auto y = f.run({&x, &w, &b});
+  auto g = bw.run({&go, &x, &w});
+  auto time = [](auto fn) {
+    fn();
+    auto t0 = std::chrono::steady_clock::now();
+    const int n = 10;
+    for (int i = 0; i < n; ++i) fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / n;
+  };
+  double tf = time([&] { f.run_into({&x, &w, &b}, y); });
+  double tb = time([&] { bw.run_into({&go, &x, &w}, g); });
+  std::cout << "[timing] conv 64x32x26x26 * 64x32x3x3: fwd " << tf << " ms, bwd (data+weights+bias) "
+            << tb << " ms\n";
+}

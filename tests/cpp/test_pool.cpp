@@ -1,0 +1,182 @@
+// aten.max_pool2d_with_indices(+_backward) against a naive reference and a few
+// results taken from PyTorch 1.13 (NaN, -inf, ceil_mode).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+
+#include "op_test_util.h"
+
+using namespace ts_test;
+using ts::DType;
+using ts::HostTensor;
+
+namespace {
+
+const char* kFwd = "aten.max_pool2d_with_indices.default";
+const char* kBwd = "aten.max_pool2d_with_indices_backward.default";
+
+struct PoolCase {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw;
+  bool ceil;
+  json attrs() const {
+    return {{"kernel_size", {kh, kw}}, {"stride", {sh, sw}}, {"padding", {ph, pw}},
+            {"dilation", {dh, dw}}, {"ceil_mode", ceil}};
+  }
+};
+
+int64_t ref_out(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil) {
+  double v = double(in + 2 * p - d * (k - 1) - 1) / s;
+  int64_t o = int64_t(ceil ? std::ceil(v) : std::floor(v)) + 1;
+  if (ceil && (o - 1) * s >= in + p) --o;
+  return o;
+}
+
+// Naive reference over kernel offsets; the first in-bounds element starts the
+// scan, a strictly larger value or a NaN replaces it.
+void ref_pool(const PoolCase& c, const float* x, std::vector<float>& y, std::vector<int64_t>& ix) {
+  int64_t OH = ref_out(c.H, c.kh, c.ph, c.sh, c.dh, c.ceil), OW = ref_out(c.W, c.kw, c.pw, c.sw, c.dw, c.ceil);
+  y.clear();
+  ix.clear();
+  for (int64_t p = 0; p < c.N * c.C; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        bool first = true;
+        float best = 0;
+        int64_t bi = -1;
+        for (int64_t i = 0; i < c.kh; ++i)
+          for (int64_t j = 0; j < c.kw; ++j) {
+            int64_t h = oh * c.sh - c.ph + i * c.dh, w = ow * c.sw - c.pw + j * c.dw;
+            if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
+            float v = x[p * c.H * c.W + h * c.W + w];
+            if (first || v > best || std::isnan(v)) best = v, bi = h * c.W + w, first = false;
+          }
+        y.push_back(best);
+        ix.push_back(bi);
+      }
+}
+
+void check_case(const PoolCase& c, uint32_t seed, bool ties) {
+  std::mt19937 rng(seed);
+  HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+  if (ties)  // few distinct values, so first-max-wins matters
+    for (int64_t i = 0; i < x.view.numel(); ++i) x.view.as<float>()[i] = std::round(x.view.as<float>()[i] * 2);
+  std::vector<float> y;
+  std::vector<int64_t> ix;
+  ref_pool(c, f32(x), y, ix);
+  std::vector<ts::TensorType> types;
+  auto out = run_op(kFwd, c.attrs(), {&x}, &types);
+  int64_t OH = ref_out(c.H, c.kh, c.ph, c.sh, c.dh, c.ceil), OW = ref_out(c.W, c.kw, c.pw, c.sw, c.dw, c.ceil);
+  ASSERT_EQ(types[0].shape, (ts::Shape{c.N, c.C, OH, OW}));
+  ASSERT_EQ(types[1].dtype, DType::I64);
+  EXPECT_TRUE(all_close(out[0], y, 0, 0));
+  ASSERT_EQ(0, std::memcmp(out[1].view.data, ix.data(), ix.size() * 8));
+
+  HostTensor go = random_f32(types[0].shape, rng);
+  std::vector<float> gi(x.view.numel(), 0.f);
+  for (size_t o = 0; o < ix.size(); ++o) gi[(o / (OH * OW)) * c.H * c.W + ix[o]] += f32(go)[o];
+  auto g = run_op(kBwd, c.attrs(), {&go, &x, &out[1]});
+  EXPECT_TRUE(all_close(g[0], gi, 1e-5f, 1e-6f));
+}
+
+}  // namespace
+
+TEST(MaxPool, FixedAndRandomCases) {
+  std::vector<PoolCase> cases = {
+      {64, 32, 24, 24, 2, 2, 2, 2, 0, 0, 1, 1, false},  // the model's pool
+      {1, 1, 5, 5, 3, 3, 2, 2, 1, 1, 1, 1, true},
+      {2, 3, 7, 9, 3, 2, 1, 2, 1, 1, 2, 1, false},       // overlapping, dilation
+      {1, 2, 6, 6, 2, 2, 2, 2, 1, 1, 1, 1, true},
+      {3, 1, 11, 8, 4, 3, 3, 2, 2, 1, 1, 2, true},
+  };
+  uint32_t seed = 1;
+  for (const auto& c : cases) check_case(c, seed++, false);
+  std::mt19937 rng(77);
+  auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int t = 0; t < 40; ++t) {
+    PoolCase c;
+    c.N = r(1, 3), c.C = r(1, 3), c.kh = r(1, 4), c.kw = r(1, 4), c.sh = r(1, 3), c.sw = r(1, 3);
+    c.ph = r(0, c.kh / 2), c.pw = r(0, c.kw / 2), c.dh = r(1, 2), c.dw = r(1, 2), c.ceil = r(0, 1);
+    c.H = c.dh * (c.kh - 1) + r(1, 8), c.W = c.dw * (c.kw - 1) + r(1, 8);
+    SCOPED_TRACE("random case " + std::to_string(t));
+    check_case(c, 200 + t, t % 2);
+  }
+}
+
+TEST(MaxPool, MatchesPyTorchOnNanAndInf) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  HostTensor x(DType::F32, {1, 1, 4, 4});
+  float v[16] = {1, nan, 3, nan, 5, 5, 0, 1, -inf, -inf, 2, 2, -inf, -inf, 2, 7};
+  std::memcpy(x.view.data, v, sizeof v);
+  json a = {{"kernel_size", {2, 2}}, {"stride", {2, 2}}, {"padding", {0, 0}}, {"dilation", {1, 1}},
+            {"ceil_mode", false}};
+  auto out = run_op(kFwd, a, {&x});
+  const float* y = f32(out[0]);
+  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+  EXPECT_EQ(y[2], -inf);
+  EXPECT_EQ(y[3], 7.f);
+  const int64_t* ix = out[1].view.as<int64_t>();
+  EXPECT_EQ((std::vector<int64_t>(ix, ix + 4)), (std::vector<int64_t>{1, 3, 8, 15}));
+}
+
+TEST(MaxPool, MatchesPyTorchCeilModeAndEmptyStride) {
+  HostTensor x(DType::F32, {1, 1, 5, 5});
+  for (int i = 0; i < 25; ++i) x.view.as<float>()[i] = float(i);
+  json a = {{"kernel_size", {3, 3}}, {"stride", {2, 2}}, {"padding", {1, 1}}, {"dilation", {1, 1}},
+            {"ceil_mode", true}};
+  auto out = run_op(kFwd, a, {&x});
+  const int64_t* ix = out[1].view.as<int64_t>();
+  EXPECT_EQ((std::vector<int64_t>(ix, ix + 9)), (std::vector<int64_t>{6, 8, 9, 16, 18, 19, 21, 23, 24}));
+  // Empty stride means stride = kernel_size; the ceil rule drops a window
+  // that would start in the right padding.
+  json b = {{"kernel_size", {2}}, {"stride", json::array()}, {"padding", {1}}, {"dilation", {1}},
+            {"ceil_mode", true}};
+  auto t = infer_op(kFwd, b, {{DType::F32, {1, 1, 6, 6}}});
+  EXPECT_EQ(t[0].shape, (ts::Shape{1, 1, 4, 4}));
+  t = infer_op(kFwd, b, {{DType::F32, {3, 5, 5}}});
+  EXPECT_EQ(t[0].shape, (ts::Shape{3, 3, 3}));
+}
+
+TEST(MaxPool, RunTwiceIsIdentical) {
+  PoolCase c{2, 3, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, false};  // overlapping windows accumulate
+  std::mt19937 rng(4);
+  HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+  OpHarness f(kFwd, c.attrs(), {&x});
+  auto y1 = f.run({&x}), y2 = f.run({&x});
+  EXPECT_EQ(0, std::memcmp(y1[1].view.data, y2[1].view.data, y1[1].view.nbytes()));
+  HostTensor go = random_f32(y1[0].view.shape, rng);
+  OpHarness b(kBwd, c.attrs(), {&go, &x, &y1[1]});
+  auto g1 = b.run({&go, &x, &y1[1]});
+  std::vector<ts::HostTensor> g2 = b.run({&go, &x, &y1[1]});
+  b.run_into({&go, &x, &y1[1]}, g2);  // same buffer again: must be re-zeroed, not accumulated
+  EXPECT_EQ(0, std::memcmp(f32(g1[0]), f32(g2[0]), g1[0].view.nbytes()));
+}
+
+TEST(MaxPool, Errors) {
+  auto T = [](ts::Shape s, DType d = DType::F32) { return ts::TensorType{d, s}; };
+  json a = {{"kernel_size", {3, 3}}, {"stride", {2, 2}}, {"padding", {2, 2}}, {"dilation", {1, 1}},
+            {"ceil_mode", false}};
+  EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5})}),
+            "node 'n0' (aten.max_pool2d_with_indices.default): padding must be between 0 and half "
+            "the kernel size, got padding 2x2 for kernel 3x3");
+  a["padding"] = {0, 0};
+  EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 2, 5})}),
+            "node 'n0' (aten.max_pool2d_with_indices.default): output size is not positive: input "
+            "float32[1, 1, 2, 5], kernel 3x3, padding 0x0, dilation 1x1 give output 0x2");
+  EXPECT_EQ(infer_error(kFwd, a, {T({5, 5})}),
+            "node 'n0' (aten.max_pool2d_with_indices.default): input must be rank 3 (C, H, W) or 4 "
+            "(N, C, H, W), got float32[5, 5]");
+  EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5}, DType::F64)}),
+            "node 'n0' (aten.max_pool2d_with_indices.default): only float32 is supported, got "
+            "float64[1, 1, 5, 5]");
+  a["kernel_size"] = {0, 3};
+  EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5})}),
+            "node 'n0' (aten.max_pool2d_with_indices.default): kernel_size must be positive, got 0x3");
+  a["kernel_size"] = {3, 3};
+  EXPECT_EQ(infer_error(kBwd, a, {T({1, 1, 2, 2}), T({1, 1, 5, 5}), T({1, 1, 2, 2}, DType::F32)}),
+            "node 'n0' (aten.max_pool2d_with_indices_backward.default): indices must be "
+            "int64[1, 1, 2, 2], got float32[1, 1, 2, 2]");
+  EXPECT_EQ(infer_error(kBwd, a, {T({1, 1, 3, 2}), T({1, 1, 5, 5}), T({1, 1, 2, 2}, DType::I64)}),
+            "node 'n0' (aten.max_pool2d_with_indices_backward.default): grad_output must be "
+            "float32[1, 1, 2, 2], got float32[1, 1, 3, 2]");
+}
