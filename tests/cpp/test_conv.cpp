@@ -256,26 +256,3 @@ TEST(Conv, Errors) {
             "node 'n0' (aten.convolution_backward.default): grad_output must be "
             "float32[1, 4, 6, 6], got float32[1, 4, 5, 5]");
 }
-
-TEST(Conv, Timing) {
-  // Prints the per-call time of the model's big conv; not an assertion.
-  std::mt19937 rng(3);
-  HostTensor x = random_f32({64, 32, 26, 26}, rng), w = random_f32({64, 32, 3, 3}, rng);
-  HostTensor b = random_f32({64}, rng), go = random_f32({64, 64, 24, 24}, rng);
-  ConvCase c{64, 32, 26, 26, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, true};
-  OpHarness f("aten.convolution.default", c.attrs(), {&x, &w, &b});
-  OpHarness bw("aten.convolution_backward.default", c.bwd_attrs(true, true, true), {&go, &x, &w});
-  auto y = f.run({&x, &w, &b});
-  auto g = bw.run({&go, &x, &w});
-  auto time = [](auto fn) {
-    fn();
-    auto t0 = std::chrono::steady_clock::now();
-    const int n = 10;
-    for (int i = 0; i < n; ++i) fn();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / n;
-  };
-  double tf = time([&] { f.run_into({&x, &w, &b}, y); });
-  double tb = time([&] { bw.run_into({&go, &x, &w}, g); });
-  std::cout << "[timing] conv 64x32x26x26 * 64x32x3x3: fwd " << tf << " ms, bwd (data+weights+bias) "
-            << tb << " ms\n";
-}

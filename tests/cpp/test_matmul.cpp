@@ -120,14 +120,3 @@ TEST(Matmul, Errors) {
   EXPECT_EQ(infer_error("aten.addmm.default", ab, {T({5}), T({3, 4}), T({5, 5})}),
             "node 'n0' (aten.addmm.default): inner dimensions differ: [3, 4] @ [5, 5]");
 }
-
-TEST(Matmul, Timing) {
-  std::mt19937 rng(6);
-  HostTensor a = random_f32({64, 9216}, rng), b = random_f32({9216, 128}, rng), s = random_f32({128}, rng);
-  OpHarness h("aten.addmm.default", {{"beta", 1}, {"alpha", 1}}, {&s, &a, &b});
-  auto c = h.run({&s, &a, &b});
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 10; ++i) h.run_into({&s, &a, &b}, c);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 10;
-  std::cout << "[timing] addmm 64x9216 @ 9216x128: " << ms << " ms\n";
-}
