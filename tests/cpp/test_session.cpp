@@ -1,0 +1,144 @@
+// The public Session API on a tiny hand-built artifact: batch checks,
+// state access, checkpoints. (Numerics against PyTorch are covered by the
+// Python parity tests; this checks the API's contracts and errors.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "io/safetensors.h"
+#include "trainstep/session.h"
+
+using ts::DType;
+using ts::HostTensor;
+using ts::json;
+
+namespace {
+
+json port(const char* name, const char* role, const char* dtype, json shape, json extra = {}) {
+  json p = {{"name", name}, {"role", role}, {"dtype", dtype}, {"shape", shape}};
+  for (auto& [k, v] : extra.items()) p[k] = v;
+  return p;
+}
+
+json node(const char* name, const char* op, json inputs, json attrs, const char* dtype, json shape) {
+  return {{"name", name}, {"op", op}, {"inputs", inputs}, {"attrs", attrs},
+          {"outputs", {name}}, {"types", {{{"dtype", dtype}, {"shape", shape}}}}};
+}
+
+// y = x @ w; loss = mean(y); w' = w - lr (a toy update: only the API matters).
+std::string write_tiny_artifact(const std::string& dir, const char* state_name = "w") {
+  std::string sw = std::string("state/") + state_name;
+  json train = {
+      {"inputs",
+       {port(sw.c_str(), "state", "float32", {4, 3}, {{"state", state_name}}),
+        port("lr", "lr", "float32", json::array()), port("rng_seed", "rng_seed", "int64", json::array()),
+        port("rng_offset", "rng_offset", "int64", json::array()),
+        port("input0", "input", "float32", {2, 4}, {{"index", 0}}),
+        port("target", "target", "int64", {2})}},
+      {"nodes",
+       {node("mm", "aten.mm.default", {"input0", sw}, json::object(), "float32", {2, 3}),
+        node("mean", "aten.mean.default", {"mm"}, {{"dtype", nullptr}}, "float32", json::array()),
+        node("w2", "aten.sub.Tensor", {sw, "lr"}, {{"alpha", 1}}, "float32", {4, 3})}},
+      {"outputs",
+       {{{"value", "mean"}, {"role", "loss"}, {"dtype", "float32"}, {"shape", json::array()}},
+        {{"value", "w2"}, {"role", "state"}, {"state", state_name}, {"dtype", "float32"},
+         {"shape", {4, 3}}}}}};
+  json eval = {
+      {"inputs",
+       {port(sw.c_str(), "state", "float32", {4, 3}, {{"state", state_name}}),
+        port("input0", "input", "float32", {2, 4}, {{"index", 0}}),
+        port("target", "target", "int64", {2})}},
+      {"nodes",
+       {node("mm", "aten.mm.default", {"input0", sw}, json::object(), "float32", {2, 3}),
+        node("sl", "aten.sum.dim_IntList", {"mm"}, {{"dim", {1}}, {"keepdim", false}, {"dtype", nullptr}},
+             "float32", {2})}},
+      {"outputs",
+       {{{"value", "mm"}, {"role", "output"}, {"index", 0}, {"dtype", "float32"}, {"shape", {2, 3}}},
+        {{"value", "sl"}, {"role", "sample_loss"}, {"dtype", "float32"}, {"shape", {2}}}}}};
+  json program = {{"format", "trainstep"}, {"version", 1}, {"name", "tiny"}, {"batch_size", 2},
+                  {"optimizer", {{"type", "SGD"}, {"lr", 0.5}}},
+                  {"state", {{{"name", state_name}, {"kind", "param"}, {"dtype", "float32"},
+                              {"shape", {4, 3}}}}},
+                  {"functions", {{"train_step", train}, {"eval_step", eval}}}};
+  HostTensor w(DType::F32, {4, 3});
+  for (int i = 0; i < 12; ++i) w.view.as<float>()[i] = 0.1f * i;
+  std::string path = dir + "/tiny_" + state_name + ".tstep";
+  ts::write_safetensors(path, {{"format", "trainstep"}, {"format_version", "1"},
+                               {"program", program.dump()}},
+                        {{sw, &w.view}});
+  return path;
+}
+
+std::string tmpdir() {
+  char tmpl[] = "/tmp/ts_session_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ts::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Session, RunsAStepAndUpdatesState) {
+  auto s = ts::Session::open(write_tiny_artifact(tmpdir()));
+  EXPECT_EQ(s->batch_size(), 2);
+  EXPECT_DOUBLE_EQ(s->lr(), 0.5);
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  for (int i = 0; i < 8; ++i) x.view.as<float>()[i] = 1.0f;
+  // mean over (x @ w) with x all ones: sum of w's column sums / 3, per row.
+  float expect = 0;
+  for (int i = 0; i < 12; ++i) expect += s->state("w").as<float>()[i];
+  expect /= 3;
+  EXPECT_FLOAT_EQ(s->train_step({x.view}, y.view), expect);
+  EXPECT_EQ(s->step(), 1);
+  EXPECT_FLOAT_EQ(s->state("w").as<float>()[1], 0.1f - 0.5f);
+}
+
+TEST(Session, RejectsABatchOfTheWrongShape) {
+  auto s = ts::Session::open(write_tiny_artifact(tmpdir()));
+  HostTensor x(DType::F32, {3, 4}), y(DType::I64, {2}), yf(DType::F32, {2});
+  EXPECT_EQ(error_of([&] { s->train_step({x.view}, y.view); }),
+            "train_step: input 0 is float32[3, 4], expected float32[2, 4] (the artifact's batch)");
+  HostTensor x2(DType::F32, {2, 4});
+  EXPECT_EQ(error_of([&] { s->train_step({x2.view}, yf.view); }),
+            "train_step: target is float32[2], expected int64[2]");
+  EXPECT_EQ(error_of([&] { s->eval_step({}, y.view); }),
+            "eval_step: expected 1 model input(s), got 0");
+  EXPECT_EQ(s->step(), 0);  // nothing ran
+}
+
+TEST(Session, StateByName) {
+  auto s = ts::Session::open(write_tiny_artifact(tmpdir()));
+  EXPECT_EQ(s->state_names(), std::vector<std::string>{"w"});
+  HostTensor bad(DType::F32, {3, 4});
+  EXPECT_EQ(error_of([&] { s->set_state("w", bad.view); }),
+            "state 'w' is float32[4, 3], got float32[3, 4]");
+  EXPECT_EQ(error_of([&] { s->state("nope"); }), "no state tensor named 'nope'");
+}
+
+TEST(Session, CheckpointRoundTripAndWrongModel) {
+  std::string dir = tmpdir();
+  auto s = ts::Session::open(write_tiny_artifact(dir));
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  s->set_seed(42);
+  s->train_step({x.view}, y.view);
+  s->save_checkpoint(dir + "/a.ckpt", {{"epoch", "3"}});
+  auto s2 = ts::Session::open(write_tiny_artifact(dir));
+  auto meta = s2->load_checkpoint(dir + "/a.ckpt");
+  EXPECT_EQ(meta["epoch"], "3");
+  EXPECT_EQ(s2->step(), 1);
+  EXPECT_EQ(s2->seed(), 42);
+  EXPECT_EQ(0, std::memcmp(s2->state("w").data, s->state("w").data, s->state("w").nbytes()));
+
+  auto other = ts::Session::open(write_tiny_artifact(dir, "v"));
+  EXPECT_EQ(error_of([&] { other->load_checkpoint(dir + "/a.ckpt"); }),
+            dir + "/a.ckpt: checkpoint is for a different model: it has no tensor 'v' "
+                  "(model 'tiny', this artifact is 'tiny')");
+}
