@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Writes docs/ops.md from the runtime's registry (`trainstep ops --json`),
+with the tests that exercise each op (files under tests/ naming it).
+
+Usage: scripts/gen_ops_doc.py [--check]   (--check: exit 1 if docs/ops.md is stale)
+"""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def tests_naming(op):
+    hits = []
+    for sub in ("tests/cpp", "tests/python"):
+        d = os.path.join(ROOT, sub)
+        for f in sorted(os.listdir(d)):
+            if f.endswith((".cpp", ".py", ".h")):
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    if f'"{op}"' in fh.read():
+                        hits.append(f"{sub}/{f}")
+    return hits
+
+
+def render(binary):
+    ops = json.loads(subprocess.run([binary, "ops", "--json"], check=True, capture_output=True,
+                                    text=True).stdout)["ops"]
+    lines = ["# Supported ops", "",
+             "Generated from the runtime's op registry by `scripts/gen_ops_doc.py`; do not edit.",
+             "`trainstep ops` prints the same list. The exporter refuses any op not listed here.",
+             "Every op also runs inside the whole-step parity tests "
+             "(`tests/python/test_parity.py`) when a model uses it.", "",
+             f"{len(ops)} ops.", "", "| op | what it does | unit tests |", "|---|---|---|"]
+    for op in sorted(ops, key=lambda o: o["name"]):
+        tests = ", ".join(f"`{t}`" for t in tests_naming(op["name"])) or "—"
+        doc = op["doc"].replace("|", "\\|")
+        lines.append(f"| `{op['name']}` | {doc} | {tests} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    binary = os.environ.get("TRAINSTEP_BIN", os.path.join(ROOT, "build", "trainstep"))
+    text = render(binary)
+    path = os.path.join(ROOT, "docs", "ops.md")
+    if "--check" in sys.argv:
+        current = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+        if current != text:
+            print("docs/ops.md is stale: run scripts/gen_ops_doc.py", file=sys.stderr)
+            return 1
+        return 0
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
