@@ -2,7 +2,6 @@
 # what they need (apt) and build first. Plain `make` builds build/trainstep.
 BUILD ?= build
 JOBS ?= 2
-PYTHON ?= $(shell scripts/find-python.sh)
 
 .PHONY: all deps build demo test test-cpp test-python clean
 all: build
