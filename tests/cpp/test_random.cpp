@@ -42,7 +42,9 @@ TEST(Random, UniformMatchesSpec) {
       ASSERT_LT(got, 1.0f);
       mean += got;
     }
-    if (u[0].numel() > 1000) EXPECT_NEAR(mean / u[0].numel(), 0.5, 0.01);
+    if (u[0].numel() > 1000) {
+      EXPECT_NEAR(mean / u[0].numel(), 0.5, 0.01);
+    }
   }
   // A different offset or key changes the stream.
   auto a = run("trainstep.philox_uniform", {{"shape", {4}}, {"key", 1}}, {s, o});
