@@ -1,7 +1,418 @@
-#include "ops/op.h"
+// Shape ops. view/_unsafe_view/reshape/unsqueeze/squeeze only reinterpret a
+// contiguous buffer: they set alias_input0 and their make() returns nullptr
+// (the executor binds input 0's memory and runs nothing). t, transpose,
+// permute, expand, cat, slice and select copy; they work on element bytes,
+// so one instantiation per element size covers every dtype.
+#include <algorithm>
+
+#include "ops/broadcast.h"
 
 namespace ts {
 
-void register_shape_ops(OpRegistry&) {}
+namespace {
+
+int64_t rank_of(const TensorType& t) { return static_cast<int64_t>(t.shape.size()); }
+
+// ---- aliasing reshapes ----
+Shape infer_size(const NodeCtx& ctx, const TensorType& t, std::vector<int64_t> size) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == -1) {
+      if (infer >= 0) ctx.fail("only one dimension of size may be -1");
+      infer = static_cast<int64_t>(i);
+    } else if (size[i] < 0) {
+      ctx.fail("invalid size " + shape_str(size));
+    } else {
+      known *= size[i];
+    }
+  }
+  const int64_t n = t.numel();
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0)
+      ctx.fail("shape " + shape_str(size) + " is invalid for input of size " + std::to_string(n));
+    size[infer] = n / known;
+  } else if (known != n) {
+    ctx.fail("shape " + shape_str(size) + " is invalid for input of size " + std::to_string(n));
+  }
+  return size;
+}
+
+std::vector<TensorType> view_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  const char* key = ctx.has_attr("size") ? "size" : "shape";
+  return {{ctx.input(0).dtype, infer_size(ctx, ctx.input(0), ctx.attr_ints(key))}};
+}
+
+std::vector<TensorType> unsqueeze_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  Shape s = ctx.input(0).shape;
+  int64_t d = wrap_dim(ctx, ctx.attr_int("dim"), rank_of(ctx.input(0)) + 1);
+  s.insert(s.begin() + d, 1);
+  return {{ctx.input(0).dtype, s}};
+}
+
+std::vector<TensorType> squeeze_dim_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  Shape s = ctx.input(0).shape;
+  int64_t d = wrap_dim(ctx, ctx.attr_int("dim"), rank_of(ctx.input(0)));
+  if (!s.empty() && s[d] == 1) s.erase(s.begin() + d);
+  return {{ctx.input(0).dtype, s}};
+}
+
+std::vector<TensorType> squeeze_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  Shape s;
+  for (int64_t d : ctx.input(0).shape)
+    if (d != 1) s.push_back(d);
+  return {{ctx.input(0).dtype, s}};
+}
+
+std::unique_ptr<Kernel> alias_make(const KernelCtx&) { return nullptr; }
+
+// ---- copies by element size ----
+template <class F>
+void by_size(size_t es, F&& f) {
+  switch (es) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    default: f(uint64_t{}); break;
+  }
+}
+
+// in [R, C] -> out [C, R], in 32x32 tiles so both sides stay in cache.
+template <class T>
+void transpose2d(const T* in, T* out, int64_t R, int64_t C) {
+  constexpr int64_t B = 32;
+  const int64_t nr = (R + B - 1) / B, nc = (C + B - 1) / B;
+#pragma omp parallel for if (R * C > kParallelMin)
+  for (int64_t blk = 0; blk < nr * nc; ++blk) {
+    const int64_t r0 = (blk % nr) * B, c0 = (blk / nr) * B;
+    const int64_t r1 = std::min(R, r0 + B), c1 = std::min(C, c0 + B);
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t r = r0; r < r1; ++r) out[c * R + r] = in[r * C + c];
+  }
+}
+
+// A strided read of the input in output order (permute, expand).
+struct CopyKernel : Kernel {
+  enum Kind { Memcpy, Transpose, BatchTranspose, Rows } kind = Rows;
+  BcastPlan plan;  // one operand: the input's strides in output order
+  int64_t N = 1, R = 1, C = 1;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    by_size(dtype_size(in[0].dtype), [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(in[0].data);
+      T* o = static_cast<T*>(out[0].data);
+      if (kind == Memcpy) {
+        std::memcpy(o, x, sizeof(T) * plan.numel);
+      } else if (kind == Transpose) {
+        transpose2d(x, o, R, C);
+      } else if (kind == BatchTranspose) {
+        for (int64_t n = 0; n < N; ++n) transpose2d(x + n * R * C, o + n * R * C, R, C);
+      } else {
+        bcast_for_rows(plan, [&](int64_t oo, const int64_t* off, int64_t len, const int64_t* st) {
+          const T* px = x + off[0];
+          T* po = o + oo;
+          const int64_t s = st[0];
+          if (s == 1) std::memcpy(po, px, sizeof(T) * len);
+          else if (s == 0) for (int64_t i = 0; i < len; ++i) po[i] = px[0];
+          else for (int64_t i = 0; i < len; ++i) po[i] = px[i * s];
+        });
+      }
+    });
+  }
+};
+
+// Builds a copy kernel reading input element at sum(idx[j] * st[j]) for each
+// output index, merging dims that stay adjacent.
+std::unique_ptr<Kernel> strided_copy(const NodeCtx& ctx, const Shape& out, const std::vector<int64_t>& st) {
+  std::vector<int64_t> sz, ss;
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (out[j] == 1) continue;
+    if (!sz.empty() && ss.back() == st[j] * out[j]) {
+      sz.back() *= out[j];
+      ss.back() = st[j];
+    } else {
+      sz.push_back(out[j]);
+      ss.push_back(st[j]);
+    }
+  }
+  if (sz.size() > static_cast<size_t>(kMaxDims)) ctx.fail("too many dims");
+  auto k = std::make_unique<CopyKernel>();
+  BcastPlan& p = k->plan;
+  p.nops = 1;
+  p.rank = static_cast<int>(sz.size());
+  p.numel = shape_numel(out);
+  for (int d = 0; d < p.rank; ++d) {
+    p.shape[d] = sz[d];
+    p.strides[0][d] = ss[d];
+  }
+  if (p.rank <= 1 && (p.rank == 0 || ss[0] == 1)) {
+    k->kind = CopyKernel::Memcpy;
+  } else if (p.rank == 2 && ss[0] == 1 && ss[1] == sz[0]) {
+    k->kind = CopyKernel::Transpose;  // out [A, B] of in [B, A]
+    k->R = sz[1], k->C = sz[0];
+  } else if (p.rank == 3 && ss[1] == 1 && ss[2] == sz[1] && ss[0] == sz[1] * sz[2]) {
+    k->kind = CopyKernel::BatchTranspose;
+    k->N = sz[0], k->R = sz[2], k->C = sz[1];
+  }
+  return k;
+}
+
+std::vector<int64_t> perm_dims(const NodeCtx& ctx) {
+  const TensorType& t = ctx.input(0);
+  const int64_t r = rank_of(t);
+  if (ctx.op() == "aten.t.default") {
+    if (r > 2) ctx.fail("t() expects a tensor of rank <= 2, got " + t.str());
+    return r == 2 ? std::vector<int64_t>{1, 0} : (r == 1 ? std::vector<int64_t>{0} : std::vector<int64_t>{});
+  }
+  std::vector<int64_t> p(r);
+  for (int64_t i = 0; i < r; ++i) p[i] = i;
+  if (ctx.op() == "aten.transpose.int") {
+    if (r == 0) {
+      wrap_dim(ctx, ctx.attr_int("dim0"), 0);
+      wrap_dim(ctx, ctx.attr_int("dim1"), 0);
+      return p;
+    }
+    std::swap(p[wrap_dim(ctx, ctx.attr_int("dim0"), r)], p[wrap_dim(ctx, ctx.attr_int("dim1"), r)]);
+    return p;
+  }
+  auto dims = ctx.attr_ints("dims");
+  if (static_cast<int64_t>(dims.size()) != r)
+    ctx.fail("permute dims " + shape_str(dims) + " do not match rank " + std::to_string(r));
+  std::vector<bool> seen(r, false);
+  for (int64_t i = 0; i < r; ++i) {
+    p[i] = wrap_dim(ctx, dims[i], r);
+    if (seen[p[i]]) ctx.fail("permute dims " + shape_str(dims) + " repeat a dim");
+    seen[p[i]] = true;
+  }
+  return p;
+}
+
+std::vector<TensorType> permute_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  auto p = perm_dims(ctx);
+  Shape s;
+  for (int64_t d : p) s.push_back(ctx.input(0).shape[d]);
+  return {{ctx.input(0).dtype, s}};
+}
+
+std::unique_ptr<Kernel> permute_make(const KernelCtx& kc) {
+  auto p = perm_dims(kc.node);
+  auto cs = contiguous_strides(kc.node.input(0).shape);
+  std::vector<int64_t> st;
+  for (int64_t d : p) st.push_back(cs[d]);
+  return strided_copy(kc.node, kc.outputs[0].shape, st);
+}
+
+// ---- expand ----
+std::vector<TensorType> expand_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  const Shape& in = ctx.input(0).shape;
+  auto size = ctx.attr_ints("size");
+  if (size.size() < in.size())
+    ctx.fail("expand size " + shape_str(size) + " has fewer dims than " + ctx.input(0).str());
+  const size_t lead = size.size() - in.size();
+  Shape out(size.size());
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (i < lead) {
+      if (size[i] < 0) ctx.fail("expand size " + shape_str(size) + ": -1 is not allowed for a new dim");
+      out[i] = size[i];
+      continue;
+    }
+    const int64_t d = in[i - lead];
+    if (size[i] == -1 || size[i] == d) out[i] = d;
+    else if (d == 1 && size[i] >= 0) out[i] = size[i];
+    else ctx.fail("cannot expand " + ctx.input(0).str() + " to size " + shape_str(size));
+  }
+  return {{ctx.input(0).dtype, out}};
+}
+
+std::unique_ptr<Kernel> expand_make(const KernelCtx& kc) {
+  const Shape& in = kc.node.input(0).shape;
+  const Shape& out = kc.outputs[0].shape;
+  auto cs = contiguous_strides(in);
+  std::vector<int64_t> st(out.size(), 0);
+  const size_t lead = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) st[lead + i] = in[i] == 1 ? 0 : cs[i];
+  return strided_copy(kc.node, out, st);
+}
+
+// ---- cat ----
+// PyTorch still skips legacy empty 1-d tensors ([0]) in cat.
+bool skipped(const TensorType& t) { return t.shape.size() == 1 && t.shape[0] == 0; }
+
+std::vector<TensorType> cat_infer(const NodeCtx& ctx) {
+  if (ctx.num_inputs() == 0) ctx.fail("cat needs at least one tensor");
+  const TensorType* ref = nullptr;
+  std::vector<TensorType> all;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    TensorType t = ctx.input(i);
+    t.wrapped = false;
+    all.push_back(t);
+    if (!ref && !skipped(t)) ref = &ctx.input(i);
+  }
+  DType dt = result_type(all);
+  if (!ref) return {{dt, {0}}};
+  if (ref->shape.empty()) ctx.fail("zero-dimensional tensors cannot be concatenated");
+  const int64_t r = rank_of(*ref);
+  int64_t dim = wrap_dim(ctx, ctx.has_attr("dim") ? ctx.attr_int("dim") : 0, r);
+  Shape out = ref->shape;
+  out[dim] = 0;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const TensorType& t = ctx.input(i);
+    if (skipped(t)) continue;
+    bool ok = rank_of(t) == r;
+    for (int64_t d = 0; ok && d < r; ++d) ok = d == dim || t.shape[d] == ref->shape[d];
+    if (!ok) ctx.fail("cat inputs " + ref->str() + " and " + t.str() + " differ outside dim " + std::to_string(dim));
+    out[dim] += t.shape[dim];
+  }
+  return {{dt, out}};
+}
+
+struct CatKernel : Kernel {
+  int64_t O = 1, I = 1;
+  std::vector<int64_t> K;  // size along dim of each input (0 for skipped)
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const size_t es = dtype_size(out[0].dtype);
+    int64_t total = 0;
+    for (int64_t k : K) total += k;
+    char* o = static_cast<char*>(out[0].data);
+    const int n = static_cast<int>(K.size());
+#pragma omp parallel for if (O * total * I > kParallelMin && O > 1)
+    for (int64_t ob = 0; ob < O; ++ob) {
+      int64_t at = 0;
+      for (int j = 0; j < n; ++j) {
+        if (!K[j]) continue;
+        const int64_t len = K[j] * I;
+        const char* src = static_cast<const char*>(in[j].data) + ob * len * dtype_size(in[j].dtype);
+        cast_buffer(src, in[j].dtype, o + (ob * total * I + at) * es, out[0].dtype, len);
+        at += len;
+      }
+    }
+  }
+};
+
+std::unique_ptr<Kernel> cat_make(const KernelCtx& kc) {
+  const NodeCtx& ctx = kc.node;
+  auto k = std::make_unique<CatKernel>();
+  const Shape& out = kc.outputs[0].shape;
+  int64_t dim = 0;
+  if (out.size() > 1 || !(out.size() == 1 && out[0] == 0))
+    dim = wrap_dim(ctx, ctx.has_attr("dim") ? ctx.attr_int("dim") : 0, static_cast<int64_t>(out.size()));
+  k->O = shape_numel(Shape(out.begin(), out.begin() + dim));
+  k->I = shape_numel(Shape(out.begin() + dim + 1, out.end()));
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    k->K.push_back(skipped(ctx.input(i)) ? 0 : ctx.input(i).shape[dim]);
+  return k;
+}
+
+// ---- slice / select: out [O, L, I] read from in [O, D, I] ----
+struct SliceKernel : Kernel {
+  int64_t O, D, I, start, step, L;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    by_size(dtype_size(in[0].dtype), [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(in[0].data);
+      T* o = static_cast<T*>(out[0].data);
+      const int64_t O_ = O, D_ = D, I_ = I, s0 = start, st = step, L_ = L;
+#pragma omp parallel for if (O_ * L_ * I_ > kParallelMin)
+      for (int64_t ol = 0; ol < O_ * L_; ++ol) {
+        const int64_t ob = ol / L_, l = ol % L_;
+        std::memcpy(o + ol * I_, x + (ob * D_ + s0 + l * st) * I_, sizeof(T) * I_);
+      }
+    });
+  }
+};
+
+struct SliceArgs {
+  int64_t dim, start, step, len;
+};
+
+SliceArgs slice_args(const NodeCtx& ctx) {
+  const TensorType& t = ctx.input(0);
+  if (t.shape.empty()) ctx.fail("slice of a 0-d tensor");
+  SliceArgs a;
+  a.dim = wrap_dim(ctx, ctx.has_attr("dim") ? ctx.attr_int("dim") : 0, rank_of(t));
+  const int64_t n = t.shape[a.dim];
+  a.step = ctx.has_attr("step") ? ctx.attr_int("step") : 1;
+  if (a.step <= 0) ctx.fail("slice step must be positive, got " + std::to_string(a.step));
+  auto clampi = [n](int64_t v) {
+    if (v < 0) v += n;
+    return std::min(std::max<int64_t>(v, 0), n);
+  };
+  a.start = ctx.has_attr("start") ? clampi(ctx.attr_int("start")) : 0;
+  const int64_t end = ctx.has_attr("end") ? clampi(ctx.attr_int("end")) : n;
+  a.len = end > a.start ? (end - a.start + a.step - 1) / a.step : 0;
+  return a;
+}
+
+std::vector<TensorType> slice_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  auto a = slice_args(ctx);
+  Shape s = ctx.input(0).shape;
+  s[a.dim] = a.len;
+  return {{ctx.input(0).dtype, s}};
+}
+
+std::unique_ptr<Kernel> slice_kernel(const Shape& s, int64_t dim, int64_t start, int64_t step, int64_t len) {
+  auto k = std::make_unique<SliceKernel>();
+  k->O = shape_numel(Shape(s.begin(), s.begin() + dim));
+  k->D = s[dim];
+  k->I = shape_numel(Shape(s.begin() + dim + 1, s.end()));
+  k->start = start, k->step = step, k->L = len;
+  return k;
+}
+
+std::unique_ptr<Kernel> slice_make(const KernelCtx& kc) {
+  auto a = slice_args(kc.node);
+  return slice_kernel(kc.node.input(0).shape, a.dim, a.start, a.step, a.len);
+}
+
+std::pair<int64_t, int64_t> select_args(const NodeCtx& ctx) {
+  const TensorType& t = ctx.input(0);
+  if (t.shape.empty()) ctx.fail("select of a 0-d tensor");
+  int64_t dim = wrap_dim(ctx, ctx.attr_int("dim"), rank_of(t));
+  int64_t i = ctx.attr_int("index"), n = t.shape[dim];
+  if (i < -n || i >= n)
+    ctx.fail("index " + std::to_string(i) + " is out of range for dim " + std::to_string(dim) +
+             " of size " + std::to_string(n));
+  return {dim, i < 0 ? i + n : i};
+}
+
+std::vector<TensorType> select_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  Shape s = ctx.input(0).shape;
+  s.erase(s.begin() + select_args(ctx).first);
+  return {{ctx.input(0).dtype, s}};
+}
+
+std::unique_ptr<Kernel> select_make(const KernelCtx& kc) {
+  auto [dim, i] = select_args(kc.node);
+  return slice_kernel(kc.node.input(0).shape, dim, i, 1, 1);
+}
+
+}  // namespace
+
+void register_shape_ops(OpRegistry& r) {
+  const std::string al = "; aliases input 0 (no kernel: make returns nullptr); any dtype";
+  r.add(OpDef{"aten.view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true});
+  r.add(OpDef{"aten._unsafe_view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true});
+  r.add(OpDef{"aten.reshape.default", "self with shape attr shape (one -1 inferred)" + al, &view_infer, &alias_make, true});
+  r.add(OpDef{"aten.unsqueeze.default", "self with a size-1 dim inserted at attr dim" + al, &unsqueeze_infer, &alias_make, true});
+  r.add(OpDef{"aten.squeeze.dim", "self without dim attr dim if its size is 1" + al, &squeeze_dim_infer, &alias_make, true});
+  r.add(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
+  r.add(OpDef{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false});
+  r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false});
+  r.add(OpDef{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false});
+  r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false});
+  r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false});
+  r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false});
+  r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false});
+}
 
 }  // namespace ts

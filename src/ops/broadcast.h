@@ -1,0 +1,134 @@
+// Shared helpers for the elementwise, reduce, index, shape and creation ops:
+// PyTorch dtype promotion, broadcast shape inference, a broadcast iteration
+// plan built once in make(), dtype dispatch and dtype casts.
+#pragma once
+#include <omp.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace ts {
+
+// Below this many elements a kernel runs on one thread (fork/join costs more).
+constexpr int64_t kParallelMin = 32768;
+// Broadcast plans use fixed arrays so that run() never allocates.
+constexpr int kMaxDims = 16;
+
+// ---- dtype promotion (mirrors c10::promoteTypes / at::result_type) ----
+DType promote_types(DType a, DType b);
+// result_type over operands: category bool < int < float; dimensioned tensors
+// decide over 0-d tensors, which decide over wrapped scalars.
+DType result_type(const std::vector<TensorType>& ops);
+// The type of a scalar attribute used as an operand (a wrapped number):
+// bool -> bool, int -> int64, float/"inf"/"nan" -> float64, all 0-d wrapped.
+TensorType scalar_attr_type(const NodeCtx& ctx, const std::string& key);
+// Storage type a kernel computes in: float/double/bool as is, ints as int64.
+DType compute_dtype(DType t);
+
+// ---- shapes ----
+Shape broadcast_shapes(const NodeCtx& ctx, const std::vector<Shape>& shapes);
+// Wraps a possibly negative dim into [0, rank); rank 0 accepts -1 and 0.
+int64_t wrap_dim(const NodeCtx& ctx, int64_t d, int64_t rank);
+std::vector<int64_t> contiguous_strides(const Shape& s);
+
+// ---- dispatch ----
+template <class F>
+auto dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: return f(float{});
+    case DType::F64: return f(double{});
+    case DType::I64: return f(int64_t{});
+    case DType::I32: return f(int32_t{});
+    case DType::U8: return f(uint8_t{});
+    case DType::Bool: break;
+  }
+  return f(bool{});
+}
+
+// Converts n elements; src may equal a different dtype only (no aliasing).
+void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n);
+// Reads/writes one element as double (for scalars; exact for |int| < 2^53).
+double read_as_double(const void* p, DType t);
+int64_t read_as_int(const void* p, DType t);
+// Stores a scalar given as double / int64 in dtype t (ints from `i` exactly).
+void store_scalar(void* dst, DType t, double d, int64_t i);
+
+// Fills n elements of dst with one element value (any dtype, by size).
+void fill_bytes(void* dst, const void* elem, size_t esize, int64_t n);
+
+// ---- broadcast iteration ----
+// Operands are laid against the output shape with stride 0 on broadcast dims;
+// adjacent dims that stay contiguous for every operand are merged, so the
+// innermost stride of each operand is 0 or 1.
+struct BcastPlan {
+  int nops = 0;
+  int rank = 0;  // after merging
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[4][kMaxDims] = {};
+  bool flat[4] = {};    // same numel as the output: plain contiguous index
+  bool scalar[4] = {};  // one element
+};
+BcastPlan make_bcast_plan(const NodeCtx& ctx, const Shape& out, const std::vector<Shape>& ins);
+
+// Calls f(out_off, offs, n, inner) for each innermost row of the output, in
+// parallel for large outputs; offs[k] is operand k's offset and inner[k] its
+// innermost stride (0 or 1).
+template <class F>
+void bcast_for_rows(const BcastPlan& p, F&& f) {
+  const int r = p.rank;
+  const int64_t inner = r ? p.shape[r - 1] : 1;
+  const int64_t rows = inner ? p.numel / inner : 0;
+  int64_t ist[4];
+  for (int k = 0; k < p.nops; ++k) ist[k] = r ? p.strides[k][r - 1] : 0;
+#pragma omp parallel if (p.numel > kParallelMin)
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    if (r0 < r1) {
+      int64_t idx[kMaxDims];
+      int64_t off[4] = {0, 0, 0, 0};
+      int64_t rem = r0;
+      for (int d = r - 2; d >= 0; --d) {
+        idx[d] = rem % p.shape[d];
+        rem /= p.shape[d];
+        for (int k = 0; k < p.nops; ++k) off[k] += idx[d] * p.strides[k][d];
+      }
+      for (int64_t row = r0; row < r1; ++row) {
+        f(row * inner, off, inner, ist);
+        for (int d = r - 2; d >= 0; --d) {  // odometer step
+          for (int k = 0; k < p.nops; ++k) off[k] += p.strides[k][d];
+          if (++idx[d] < p.shape[d]) break;
+          for (int k = 0; k < p.nops; ++k) off[k] -= p.strides[k][d] * p.shape[d];
+          idx[d] = 0;
+        }
+      }
+    }
+  }
+}
+
+// Holds an operand converted to the compute dtype: a small inline slot for
+// one-element operands, a scratch buffer (allocated in make) otherwise.
+struct CastSlot {
+  Buffer scratch;
+  alignas(16) unsigned char one[16] = {};
+  void prepare(const TensorType& t, DType to) {
+    if (t.dtype != to && t.numel() > 1) scratch = Buffer(static_cast<size_t>(t.numel()) * dtype_size(to));
+  }
+  const void* get(const Tensor& in, DType to) {
+    if (in.dtype == to) return in.data;
+    if (in.numel() == 1) {
+      cast_buffer(in.data, in.dtype, one, to, 1);
+      return one;
+    }
+    cast_buffer(in.data, in.dtype, scratch.data(), to, in.numel());
+    return scratch.data();
+  }
+};
+
+}  // namespace ts

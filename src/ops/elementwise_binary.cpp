@@ -1,0 +1,358 @@
+// Broadcasting binary ops (arithmetic, comparisons, pow, maximum/minimum),
+// their Scalar-attribute variants, and aten.where.self.
+//
+// Operands whose dtype differs from the compute dtype are cast first (into a
+// scratch buffer allocated in make(), or an inline slot for one-element
+// operands), so the loops are templated on one compute type only: float,
+// double, int64 or bool. int32/uint8 results are computed in int64 and cast.
+#include <cmath>
+
+#include "ops/broadcast.h"
+
+namespace ts {
+
+namespace {
+
+enum class Bin { Add, Sub, Mul, Div, Max, Min, Pow, Eq, Ne, Lt, Le, Gt, Ge };
+
+bool is_cmp(Bin op) { return op >= Bin::Eq; }
+
+template <class T>
+T int_pow(T b, T e) {
+  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
+  T r = 1;
+  while (e) {
+    if (e & 1) r *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return r;
+}
+
+// The elementwise loop over a plan with the three fast paths: same shape,
+// one operand a single element, and general broadcast rows.
+template <class T, class O, class F>
+void bin_loop(const BcastPlan& p, const T* a, const T* b, O* o, F f) {
+  const int64_t n = p.numel;
+  if (p.flat[0] && p.flat[1]) {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (p.scalar[0] && p.flat[1]) {
+    const T av = a[0];
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else if (p.flat[0] && p.scalar[1]) {
+    const T bv = b[0];
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else {
+    bcast_for_rows(p, [&](int64_t oo, const int64_t* off, int64_t len, const int64_t* st) {
+      const T* pa = a + off[0];
+      const T* pb = b + off[1];
+      O* po = o + oo;
+      if (st[0] && st[1]) {
+        for (int64_t i = 0; i < len; ++i) po[i] = f(pa[i], pb[i]);
+      } else if (st[1]) {
+        const T av = pa[0];
+        for (int64_t i = 0; i < len; ++i) po[i] = f(av, pb[i]);
+      } else if (st[0]) {
+        const T bv = pb[0];
+        for (int64_t i = 0; i < len; ++i) po[i] = f(pa[i], bv);
+      } else {
+        const O v = f(pa[0], pb[0]);
+        for (int64_t i = 0; i < len; ++i) po[i] = v;
+      }
+    });
+  }
+}
+
+struct BinKernel : Kernel {
+  Bin op;
+  DType ct;      // compute dtype
+  DType res_dt;  // dtype the loop writes (ct, or bool for comparisons)
+  DType out_dt;  // output dtype
+  BcastPlan plan;
+  CastSlot slot[2];
+  bool other_attr = false;  // operand 1 is a scalar attribute
+  alignas(16) unsigned char other[16] = {};
+  double alpha = 1.0;
+  int64_t alpha_i = 1;
+  double expo = 0.0;        // pow.Tensor_Scalar exponent
+  bool scalar_pow = false;
+  Buffer out_scratch;
+
+  template <class T>
+  void run_typed(const T* a, const T* b, void* out) {
+    const BcastPlan& p = plan;
+    if (is_cmp(op)) {
+      bool* o = static_cast<bool*>(out);
+      switch (op) {
+        case Bin::Eq: bin_loop(p, a, b, o, [](T x, T y) { return x == y; }); break;
+        case Bin::Ne: bin_loop(p, a, b, o, [](T x, T y) { return x != y; }); break;
+        case Bin::Lt: bin_loop(p, a, b, o, [](T x, T y) { return x < y; }); break;
+        case Bin::Le: bin_loop(p, a, b, o, [](T x, T y) { return x <= y; }); break;
+        case Bin::Gt: bin_loop(p, a, b, o, [](T x, T y) { return x > y; }); break;
+        default: bin_loop(p, a, b, o, [](T x, T y) { return x >= y; }); break;
+      }
+      return;
+    }
+    T* o = static_cast<T*>(out);
+    if constexpr (std::is_same_v<T, bool>) {
+      // bool arithmetic: add/max are "or", mul/min are "and".
+      if (op == Bin::Add || op == Bin::Max)
+        bin_loop(p, a, b, o, [](T x, T y) { return static_cast<bool>(x | y); });
+      else
+        bin_loop(p, a, b, o, [](T x, T y) { return static_cast<bool>(x & y); });
+    } else {
+      const T al = std::is_floating_point_v<T> ? static_cast<T>(alpha) : static_cast<T>(alpha_i);
+      const bool unit = al == T(1);
+      switch (op) {
+        case Bin::Add:
+          if (unit) bin_loop(p, a, b, o, [](T x, T y) { return x + y; });
+          else bin_loop(p, a, b, o, [al](T x, T y) { return x + al * y; });
+          break;
+        case Bin::Sub:
+          if (unit) bin_loop(p, a, b, o, [](T x, T y) { return x - y; });
+          else bin_loop(p, a, b, o, [al](T x, T y) { return x - al * y; });
+          break;
+        case Bin::Mul: bin_loop(p, a, b, o, [](T x, T y) { return x * y; }); break;
+        case Bin::Div: bin_loop(p, a, b, o, [](T x, T y) { return x / y; }); break;
+        case Bin::Max:
+          bin_loop(p, a, b, o, [](T x, T y) { return (x > y || x != x) ? x : y; });
+          break;
+        case Bin::Min:
+          bin_loop(p, a, b, o, [](T x, T y) { return (x < y || x != x) ? x : y; });
+          break;
+        default:  // Pow
+          if constexpr (std::is_floating_point_v<T>) {
+            if (scalar_pow) {
+              run_pow_scalar(a, o);
+              return;
+            }
+            bin_loop(p, a, b, o, [](T x, T y) { return std::pow(x, y); });
+          } else {
+            bin_loop(p, a, b, o, [](T x, T y) { return int_pow(x, y); });
+          }
+      }
+    }
+  }
+
+  // pow with a constant exponent: the common exponents avoid std::pow (as
+  // PyTorch does), which is both faster and what PyTorch computes.
+  template <class T>
+  void run_pow_scalar(const T* a, T* o) {
+    const int64_t n = plan.numel;
+    const T e = static_cast<T>(expo);
+    auto loop = [&](auto f) {
+#pragma omp parallel for if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    };
+    if (expo == 2) loop([](T x) { return x * x; });
+    else if (expo == 3) loop([](T x) { return x * x * x; });
+    else if (expo == 0.5) loop([](T x) { return std::sqrt(x); });
+    else if (expo == -0.5) loop([](T x) { return T(1) / std::sqrt(x); });
+    else if (expo == -1) loop([](T x) { return T(1) / x; });
+    else if (expo == -2) loop([](T x) { return T(1) / (x * x); });
+    else if (expo == 1) loop([](T x) { return x; });
+    else loop([e](T x) { return std::pow(x, e); });
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const void* a = slot[0].get(in[0], ct);
+    const void* b = other_attr ? static_cast<const void*>(other) : slot[1].get(in[1], ct);
+    void* o = out_dt == res_dt ? out[0].data : out_scratch.data();
+    dispatch_dtype(ct, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                    std::is_same_v<T, int64_t> || std::is_same_v<T, bool>)
+        run_typed(static_cast<const T*>(a), static_cast<const T*>(b), o);
+    });
+    if (o != out[0].data) cast_buffer(o, res_dt, out[0].data, out_dt, plan.numel);
+  }
+};
+
+// Operand types: input 0, and input 1 or the scalar attribute `other`.
+template <bool Attr>
+std::vector<TensorType> operand_types(const NodeCtx& ctx, const char* key) {
+  if (Attr) {
+    ctx.expect_inputs(1);
+    return {ctx.input(0), scalar_attr_type(ctx, key)};
+  }
+  ctx.expect_inputs(2);
+  return {ctx.input(0), ctx.input(1)};
+}
+
+// Returns {compute dtype, output dtype} for op over operand types.
+std::pair<DType, DType> bin_types(const NodeCtx& ctx, Bin op, const std::vector<TensorType>& t) {
+  DType r = result_type(t);
+  if (is_cmp(op)) return {compute_dtype(r), DType::Bool};
+  if (op == Bin::Div && !dtype_is_float(r)) r = DType::F32;  // true division
+  if (r == DType::Bool && op == Bin::Sub)
+    ctx.fail("subtraction of bool tensors is not supported; use logical_xor");
+  if (r == DType::Bool && (op == Bin::Pow))
+    ctx.fail("pow is not supported for bool tensors");
+  return {compute_dtype(r), r};
+}
+
+template <Bin OP, bool Attr>
+std::vector<TensorType> bin_infer(const NodeCtx& ctx) {
+  const char* key = OP == Bin::Pow ? "exponent" : "other";
+  auto t = operand_types<Attr>(ctx, key);
+  auto [ct, out] = bin_types(ctx, OP, t);
+  if (OP == Bin::Pow && Attr && !dtype_is_float(out)) {
+    if (ctx.attrs().at("exponent").is_number_integer() && ctx.attr_int("exponent") < 0)
+      ctx.fail("integers to negative integer powers are not allowed");
+  }
+  return {{out, broadcast_shapes(ctx, {t[0].shape, t[1].shape})}};
+}
+
+template <Bin OP, bool Attr>
+std::unique_ptr<Kernel> bin_make(const KernelCtx& kc) {
+  const NodeCtx& ctx = kc.node;
+  const char* key = OP == Bin::Pow ? "exponent" : "other";
+  auto t = operand_types<Attr>(ctx, key);
+  auto k = std::make_unique<BinKernel>();
+  k->op = OP;
+  std::tie(k->ct, k->out_dt) = bin_types(ctx, OP, t);
+  k->res_dt = is_cmp(OP) ? DType::Bool : k->ct;
+  const Shape& out_shape = kc.outputs[0].shape;
+  k->plan = make_bcast_plan(ctx, out_shape, {t[0].shape, t[1].shape});
+  k->slot[0].prepare(t[0], k->ct);
+  if (Attr) {
+    k->other_attr = true;
+    double d = ctx.attr_float(key);
+    int64_t i = ctx.attrs().at(key).is_number_integer() || ctx.attrs().at(key).is_boolean()
+                    ? ctx.attr_int(key)
+                    : static_cast<int64_t>(d);
+    store_scalar(k->other, k->ct, d, i);
+    if (OP == Bin::Pow && dtype_is_float(k->ct) && k->plan.flat[0]) {
+      k->scalar_pow = true;
+      k->expo = d;
+    }
+  } else {
+    k->slot[1].prepare(t[1], k->ct);
+  }
+  if (ctx.has_attr("alpha")) {
+    k->alpha = ctx.attr_float("alpha");
+    k->alpha_i = ctx.attrs().at("alpha").is_number_integer() ? ctx.attr_int("alpha")
+                                                               : static_cast<int64_t>(k->alpha);
+  }
+  if (k->out_dt != k->res_dt)
+    k->out_scratch = Buffer(static_cast<size_t>(shape_numel(out_shape)) * dtype_size(k->res_dt));
+  return k;
+}
+
+// ---- where.self ----
+struct WhereKernel : Kernel {
+  DType ct, out_dt;
+  BcastPlan plan;
+  CastSlot slot[2];
+  Buffer out_scratch;
+
+  template <class T>
+  void run_typed(const bool* c, const T* a, const T* b, T* o) {
+    const BcastPlan& p = plan;
+    if (p.flat[0] && p.flat[1] && p.flat[2]) {
+#pragma omp parallel for if (p.numel > kParallelMin)
+      for (int64_t i = 0; i < p.numel; ++i) o[i] = c[i] ? a[i] : b[i];
+      return;
+    }
+    bcast_for_rows(p, [&](int64_t oo, const int64_t* off, int64_t len, const int64_t* st) {
+      const bool* pc = c + off[0];
+      const T* pa = a + off[1];
+      const T* pb = b + off[2];
+      T* po = o + oo;
+      if (st[0] && !st[1] && !st[2]) {  // masked fill with two scalars
+        const T av = pa[0], bv = pb[0];
+        for (int64_t i = 0; i < len; ++i) po[i] = pc[i] ? av : bv;
+      } else if (st[0] && st[1] && !st[2]) {
+        const T bv = pb[0];
+        for (int64_t i = 0; i < len; ++i) po[i] = pc[i] ? pa[i] : bv;
+      } else {
+        for (int64_t i = 0; i < len; ++i) po[i] = pc[i * st[0]] ? pa[i * st[1]] : pb[i * st[2]];
+      }
+    });
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const void* a = slot[0].get(in[1], ct);
+    const void* b = slot[1].get(in[2], ct);
+    void* o = out_dt == ct ? out[0].data : out_scratch.data();
+    dispatch_dtype(ct, [&](auto tag) {
+      using T = decltype(tag);
+      run_typed(in[0].as<bool>(), static_cast<const T*>(a), static_cast<const T*>(b),
+                static_cast<T*>(o));
+    });
+    if (o != out[0].data) cast_buffer(o, ct, out[0].data, out_dt, plan.numel);
+  }
+};
+
+std::vector<TensorType> where_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(3);
+  ctx.expect_dtype(0, DType::Bool);
+  DType r = result_type({ctx.input(1), ctx.input(2)});
+  return {{r, broadcast_shapes(ctx, {ctx.input(0).shape, ctx.input(1).shape, ctx.input(2).shape})}};
+}
+
+std::unique_ptr<Kernel> where_make(const KernelCtx& kc) {
+  const NodeCtx& ctx = kc.node;
+  auto k = std::make_unique<WhereKernel>();
+  k->out_dt = kc.outputs[0].dtype;
+  k->ct = compute_dtype(k->out_dt);
+  k->plan = make_bcast_plan(ctx, kc.outputs[0].shape,
+                            {ctx.input(0).shape, ctx.input(1).shape, ctx.input(2).shape});
+  k->slot[0].prepare(ctx.input(1), k->ct);
+  k->slot[1].prepare(ctx.input(2), k->ct);
+  if (k->out_dt != k->ct) k->out_scratch = Buffer(kc.outputs[0].nbytes() / dtype_size(k->out_dt) * 8);
+  return k;
+}
+
+template <Bin OP, bool Attr>
+OpDef bin_def(const std::string& name, const std::string& doc) {
+  return OpDef{name, doc, &bin_infer<OP, Attr>, &bin_make<OP, Attr>, false};
+}
+
+}  // namespace
+
+void register_elementwise_binary_ops(OpRegistry& r) {
+  const std::string bc = "; broadcasts; PyTorch dtype promotion over float32/float64/int64/int32/uint8/bool";
+  r.add(bin_def<Bin::Add, false>("aten.add.Tensor", "self + alpha * other" + bc + " (bool: or)"));
+  r.add(bin_def<Bin::Sub, false>("aten.sub.Tensor", "self - alpha * other" + bc + " (not bool)"));
+  r.add(bin_def<Bin::Mul, false>("aten.mul.Tensor", "self * other" + bc + " (bool: and)"));
+  r.add(bin_def<Bin::Div, false>("aten.div.Tensor", "self / other, true division (int/int -> float32)" + bc));
+  r.add(bin_def<Bin::Max, false>("aten.maximum.default", "elementwise max, NaN propagates" + bc));
+  r.add(bin_def<Bin::Min, false>("aten.minimum.default", "elementwise min, NaN propagates" + bc));
+  r.add(bin_def<Bin::Pow, false>("aten.pow.Tensor_Tensor", "self ** exponent" + bc + " (not bool)"));
+  r.add(bin_def<Bin::Pow, true>("aten.pow.Tensor_Scalar", "self ** exponent (attr number); result dtype by promotion with a wrapped scalar"));
+  r.add(bin_def<Bin::Add, true>("aten.add.Scalar", "self + alpha * other (attr number); promotion as with a wrapped scalar"));
+  r.add(bin_def<Bin::Sub, true>("aten.sub.Scalar", "self - alpha * other (attr number); promotion as with a wrapped scalar"));
+  r.add(bin_def<Bin::Mul, true>("aten.mul.Scalar", "self * other (attr number); promotion as with a wrapped scalar"));
+  r.add(bin_def<Bin::Div, true>("aten.div.Scalar", "self / other (attr number), true division; ints -> float32"));
+  const char* cmp[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  const char* sym[] = {"==", "!=", "<", "<=", ">", ">="};
+  using Inf = std::vector<TensorType> (*)(const NodeCtx&);
+  using Mk = std::unique_ptr<Kernel> (*)(const KernelCtx&);
+  const Inf ti[] = {bin_infer<Bin::Eq, false>, bin_infer<Bin::Ne, false>, bin_infer<Bin::Lt, false>,
+                    bin_infer<Bin::Le, false>, bin_infer<Bin::Gt, false>, bin_infer<Bin::Ge, false>};
+  const Mk tm[] = {bin_make<Bin::Eq, false>, bin_make<Bin::Ne, false>, bin_make<Bin::Lt, false>,
+                   bin_make<Bin::Le, false>, bin_make<Bin::Gt, false>, bin_make<Bin::Ge, false>};
+  const Inf si[] = {bin_infer<Bin::Eq, true>, bin_infer<Bin::Ne, true>, bin_infer<Bin::Lt, true>,
+                    bin_infer<Bin::Le, true>, bin_infer<Bin::Gt, true>, bin_infer<Bin::Ge, true>};
+  const Mk sm[] = {bin_make<Bin::Eq, true>, bin_make<Bin::Ne, true>, bin_make<Bin::Lt, true>,
+                   bin_make<Bin::Le, true>, bin_make<Bin::Gt, true>, bin_make<Bin::Ge, true>};
+  for (int i = 0; i < 6; ++i) {
+    r.add(OpDef{std::string("aten.") + cmp[i] + ".Tensor",
+                std::string("self ") + sym[i] + " other -> bool; broadcasts; compared in the promoted dtype",
+                ti[i], tm[i], false});
+    r.add(OpDef{std::string("aten.") + cmp[i] + ".Scalar",
+                std::string("self ") + sym[i] + " other (attr number) -> bool; compared in the promoted dtype",
+                si[i], sm[i], false});
+  }
+  r.add(OpDef{"aten.where.self",
+              "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other",
+              &where_infer, &where_make, false});
+}
+
+}  // namespace ts

@@ -1,0 +1,132 @@
+// Unary elementwise ops, clone and _to_copy (a dtype cast). Transcendental
+// ops on int/bool inputs compute in float32 (PyTorch's default dtype); the
+// others keep the input dtype.
+#include <cmath>
+
+#include "ops/broadcast.h"
+
+namespace ts {
+
+namespace {
+
+enum class Un { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign };
+
+bool is_float_op(Un op) {
+  return op == Un::Exp || op == Un::Log || op == Un::Sqrt || op == Un::Rsqrt ||
+         op == Un::Sigmoid || op == Un::Tanh || op == Un::Reciprocal;
+}
+
+template <class T, class F>
+void un_loop(const T* a, T* o, int64_t n, F f) {
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+}
+
+template <class T>
+void run_un(Un op, const T* a, T* o, int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case Un::Exp: return un_loop(a, o, n, [](T x) { return std::exp(x); });
+      case Un::Log: return un_loop(a, o, n, [](T x) { return std::log(x); });
+      case Un::Sqrt: return un_loop(a, o, n, [](T x) { return std::sqrt(x); });
+      case Un::Rsqrt: return un_loop(a, o, n, [](T x) { return T(1) / std::sqrt(x); });
+      case Un::Sigmoid: return un_loop(a, o, n, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
+      case Un::Tanh: return un_loop(a, o, n, [](T x) { return std::tanh(x); });
+      case Un::Reciprocal: return un_loop(a, o, n, [](T x) { return T(1) / x; });
+      default: break;
+    }
+  }
+  if constexpr (std::is_same_v<T, bool>) {
+    std::memcpy(o, a, static_cast<size_t>(n));  // abs/sign of bool: identity
+  } else {
+    switch (op) {
+      case Un::Neg: return un_loop(a, o, n, [](T x) { return static_cast<T>(-x); });
+      case Un::Abs:
+        if constexpr (std::is_unsigned_v<T>) return un_loop(a, o, n, [](T x) { return x; });
+        else return un_loop(a, o, n, [](T x) { return x < 0 ? static_cast<T>(-x) : x; });
+      case Un::Relu:  // NaN propagates, as in PyTorch (x < 0 is false for NaN)
+        return un_loop(a, o, n, [](T x) { return x < 0 ? T(0) : x; });
+      case Un::Sign:
+        return un_loop(a, o, n, [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
+      default: break;
+    }
+  }
+}
+
+struct UnKernel : Kernel {
+  Un op;
+  DType dt;  // output (and compute) dtype
+  CastSlot slot;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const void* a = slot.get(in[0], dt);
+    dispatch_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      run_un(op, static_cast<const T*>(a), out[0].as<T>(), out[0].numel());
+    });
+  }
+};
+
+template <Un OP>
+std::vector<TensorType> un_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  TensorType t = ctx.input(0);
+  t.wrapped = false;
+  if (is_float_op(OP) && !dtype_is_float(t.dtype)) t.dtype = DType::F32;
+  if ((OP == Un::Neg || OP == Un::Relu) && t.dtype == DType::Bool)
+    ctx.fail("not supported for bool tensors");
+  return {t};
+}
+
+template <Un OP>
+std::unique_ptr<Kernel> un_make(const KernelCtx& kc) {
+  auto k = std::make_unique<UnKernel>();
+  k->op = OP;
+  k->dt = kc.outputs[0].dtype;
+  k->slot.prepare(kc.node.input(0), k->dt);
+  return k;
+}
+
+std::vector<TensorType> clone_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  return {{ctx.input(0).dtype, ctx.input(0).shape}};
+}
+
+std::unique_ptr<Kernel> clone_make(const KernelCtx&) {
+  return make_fn_kernel([](const Tensor* in, Tensor* out) {
+    if (out[0].data) cast_buffer(in[0].data, in[0].dtype, out[0].data, out[0].dtype, in[0].numel());
+  });
+}
+
+std::vector<TensorType> to_copy_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  return {{ctx.attr_dtype("dtype").value_or(ctx.input(0).dtype), ctx.input(0).shape}};
+}
+
+template <Un OP>
+OpDef un_def(const std::string& name, const std::string& doc) {
+  return OpDef{name, doc, &un_infer<OP>, &un_make<OP>, false};
+}
+
+}  // namespace
+
+void register_elementwise_unary_ops(OpRegistry& r) {
+  const std::string fl = "; float32/float64 (int/bool inputs give float32)";
+  r.add(un_def<Un::Neg>("aten.neg.default", "-self; any dtype but bool"));
+  r.add(un_def<Un::Exp>("aten.exp.default", "exp(self)" + fl));
+  r.add(un_def<Un::Log>("aten.log.default", "natural log(self)" + fl));
+  r.add(un_def<Un::Sqrt>("aten.sqrt.default", "sqrt(self)" + fl));
+  r.add(un_def<Un::Rsqrt>("aten.rsqrt.default", "1 / sqrt(self)" + fl));
+  r.add(un_def<Un::Abs>("aten.abs.default", "|self|; any dtype"));
+  r.add(un_def<Un::Relu>("aten.relu.default", "max(self, 0), NaN propagates; any dtype but bool"));
+  r.add(un_def<Un::Sigmoid>("aten.sigmoid.default", "1 / (1 + exp(-self))" + fl));
+  r.add(un_def<Un::Tanh>("aten.tanh.default", "tanh(self)" + fl));
+  r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));
+  r.add(un_def<Un::Sign>("aten.sign.default", "-1, 0 or 1 by sign of self (NaN -> 0); any dtype"));
+  r.add(OpDef{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
+              &clone_infer, &clone_make, false});
+  r.add(OpDef{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
+              &to_copy_infer, &clone_make, false});
+}
+
+}  // namespace ts
