@@ -79,8 +79,9 @@ void add_verify(CLI::App& app, Action& action) {
         bool ok = !d.nonfinite && d.max_abs <= *tol * std::max(d.scale, 1e-12);
         if (!ok && failed.empty()) failed = name;
         if (!ok || !*quiet)
-          std::printf("  %-44s max_abs %.3e  max_rel %.3e  %s\n", name.c_str(), d.max_abs,
-                      d.max_rel, ok ? "ok" : "MISMATCH");
+          std::printf("  %-44s max_abs %.3e  of_scale %.3e  max_rel %.3e  %s\n", name.c_str(),
+                      d.max_abs, d.max_abs / std::max(d.scale, 1e-12), d.max_rel,
+                      ok ? "ok" : "MISMATCH");
       };
       auto batch = [&](const std::string& prefix, std::vector<ts::Tensor>& xs) {
         xs.clear();

@@ -26,7 +26,7 @@ TEST(Random, UniformMatchesSpec) {
   Arg s = tensor(DType::I64, {}, {0}), o = tensor(DType::I64, {}, {static_cast<double>(offset)});
   s.data<int64_t>()[0] = seed;
   for (Shape shape : {Shape{7}, Shape{300, 301}}) {
-    auto u = run("trainstep.philox_uniform", {{"shape", shape}, {"key", key}}, {s, o});
+    auto u = run("trainstep.philox_uniform.default", {{"shape", shape}, {"key", key}}, {s, o});
     EXPECT_EQ(u[0].tensor().dtype, DType::F32);
     EXPECT_EQ(u[0].tensor().shape, shape);
     const uint32_t k[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(static_cast<uint64_t>(seed) >> 32)};
@@ -47,14 +47,14 @@ TEST(Random, UniformMatchesSpec) {
     }
   }
   // A different offset or key changes the stream.
-  auto a = run("trainstep.philox_uniform", {{"shape", {4}}, {"key", 1}}, {s, o});
-  auto b = run("trainstep.philox_uniform", {{"shape", {4}}, {"key", 2}}, {s, o});
+  auto a = run("trainstep.philox_uniform.default", {{"shape", {4}}, {"key", 1}}, {s, o});
+  auto b = run("trainstep.philox_uniform.default", {{"shape", {4}}, {"key", 2}}, {s, o});
   EXPECT_NE(a[0].data<float>()[0], b[0].data<float>()[0]);
 }
 
 TEST(Random, NormalMatchesSpec) {
   Arg s = tensor(DType::I64, {}, {42}), o = tensor(DType::I64, {}, {3});
-  auto n = run("trainstep.philox_normal", {{"shape", {200, 300}}, {"key", 9}}, {s, o});
+  auto n = run("trainstep.philox_normal.default", {{"shape", {200, 300}}, {"key", 9}}, {s, o});
   const uint32_t k[2] = {42, 0};
   double sum = 0, sq = 0;
   for (int64_t i = 0; i < n[0].numel(); ++i) {
@@ -73,6 +73,6 @@ TEST(Random, NormalMatchesSpec) {
   const double m = sum / n[0].numel();
   EXPECT_NEAR(m, 0, 0.02);
   EXPECT_NEAR(sq / n[0].numel() - m * m, 1, 0.03);
-  expect_error([&] { infer("trainstep.philox_uniform", {{"shape", {2}}, {"key", 1}}, {tensor(DType::F32, {}, {1}), o}); },
+  expect_error([&] { infer("trainstep.philox_uniform.default", {{"shape", {2}}, {"key", 1}}, {tensor(DType::F32, {}, {1}), o}); },
                "must be int64");
 }

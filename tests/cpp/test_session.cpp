@@ -5,13 +5,18 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
+
+#include "core/error.h"
+
+#include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 #include "trainstep/session.h"
 
 using ts::DType;
 using ts::HostTensor;
-using ts::json;
+using json = nlohmann::json;
 
 namespace {
 
