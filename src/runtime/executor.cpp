@@ -5,6 +5,9 @@
 namespace ts {
 
 Executor::Executor(const Function& f, int threads) : f_(f), threads_(threads) {
+  // Before any kernel is built: an OpenMP pool started wider than asked
+  // would keep idle threads spinning.
+  if (threads_ > 0) omp_set_num_threads(threads_);
   const size_t nv = f.value_names.size();
   values_.resize(nv);
   alias_of_.resize(nv);
