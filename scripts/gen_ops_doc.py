@@ -13,13 +13,17 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def tests_naming(op):
+    """Test files that name the op, in full or (for tests that loop over an
+    op family, e.g. "aten." + name + ".Tensor") by its base name."""
+    base = op.split(".")[1] if op.count(".") >= 2 else op
     hits = []
     for sub in ("tests/cpp", "tests/python"):
         d = os.path.join(ROOT, sub)
         for f in sorted(os.listdir(d)):
             if f.endswith((".cpp", ".py", ".h")):
                 with open(os.path.join(d, f), encoding="utf-8") as fh:
-                    if f'"{op}"' in fh.read():
+                    text = fh.read()
+                    if f'"{op}"' in text or (f'"{base}"' in text and '"aten." +' in text):
                         hits.append(f"{sub}/{f}")
     return hits
 

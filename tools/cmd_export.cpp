@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "core/error.h"
+#include "trainstep/error.h"
 
 extern char** environ;
 

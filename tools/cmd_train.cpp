@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "core/error.h"
+#include "trainstep/error.h"
 #include "data/idx.h"
 #include "ir/program.h"
 #include "train/trainer.h"

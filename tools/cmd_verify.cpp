@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "core/error.h"
+#include "trainstep/error.h"
 #include "ir/program.h"
 #include "runtime/artifact.h"
 #include "trainstep/session.h"

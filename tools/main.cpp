@@ -3,7 +3,7 @@
 #include <exception>
 
 #include "commands.h"
-#include "core/error.h"
+#include "trainstep/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"trainstep: train a captured PyTorch training step from C++"};

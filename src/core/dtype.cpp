@@ -1,6 +1,6 @@
-#include "core/dtype.h"
+#include "trainstep/dtype.h"
 
-#include "core/error.h"
+#include "trainstep/error.h"
 
 namespace ts {
 

@@ -1,10 +1,10 @@
-#include "core/tensor.h"
+#include "trainstep/tensor.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 
 namespace ts {
 

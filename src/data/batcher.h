@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
+#include "trainstep/tensor.h"
 #include "data/idx.h"
 
 namespace ts {

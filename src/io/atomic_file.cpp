@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 
 namespace ts {
 

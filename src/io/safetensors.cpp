@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 #include "io/atomic_file.h"
 
 namespace ts {

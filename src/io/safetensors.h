@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "trainstep/tensor.h"
 
 namespace ts {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "trainstep/tensor.h"
 #include "ops/op.h"
 
 namespace ts {

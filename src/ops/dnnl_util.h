@@ -6,7 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
-#include "core/tensor.h"
+#include "trainstep/tensor.h"
 
 namespace ts {
 

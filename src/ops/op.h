@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "trainstep/error.h"
+#include "trainstep/tensor.h"
 
 namespace ts {
 

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 
 namespace ts {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 #include "io/atomic_file.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 #include "data/idx.h"
 #include "io/atomic_file.h"
 

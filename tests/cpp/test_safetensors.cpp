@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 

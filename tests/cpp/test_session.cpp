@@ -7,7 +7,7 @@
 #include <cstring>
 #include <functional>
 
-#include "core/error.h"
+#include "trainstep/error.h"
 
 #include <nlohmann/json.hpp>
 

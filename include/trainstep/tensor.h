@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
+#include "trainstep/dtype.h"
 
 namespace ts {
 
