@@ -21,17 +21,6 @@ struct ConvGeom {
   int64_t sh, sw, ph, pw, dh, dw;
 };
 
-// A 2-element int list attr; one value means both.
-void pair_attr(const NodeCtx& ctx, const char* k, int64_t& a, int64_t& b) {
-  std::vector<int64_t> v = ctx.attr_ints(k);
-  if (v.size() == 1) v.push_back(v[0]);
-  if (v.size() != 2)
-    ctx.fail(std::string("attribute '") + k + "' must have 1 or 2 values, got " +
-             std::to_string(v.size()));
-  a = v[0];
-  b = v[1];
-}
-
 ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
   const TensorType& x = ctx.input(in_i);
   const TensorType& w = ctx.input(w_i);
@@ -46,9 +35,9 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
   g.N = x.shape[0], g.C = x.shape[1], g.H = x.shape[2], g.W = x.shape[3];
   g.O = w.shape[0], g.KH = w.shape[2], g.KW = w.shape[3];
   g.G = ctx.attr_int("groups");
-  pair_attr(ctx, "stride", g.sh, g.sw);
-  pair_attr(ctx, "padding", g.ph, g.pw);
-  pair_attr(ctx, "dilation", g.dh, g.dw);
+  ctx.attr_pair("stride", g.sh, g.sw);
+  ctx.attr_pair("padding", g.ph, g.pw);
+  ctx.attr_pair("dilation", g.dh, g.dw);
   if (g.G < 1) ctx.fail("groups must be positive, got " + std::to_string(g.G));
   if (g.sh < 1 || g.sw < 1) ctx.fail("stride must be positive, got " + dims_str(g.sh, g.sw));
   if (g.dh < 1 || g.dw < 1) ctx.fail("dilation must be positive, got " + dims_str(g.dh, g.dw));

@@ -69,6 +69,16 @@ std::vector<int64_t> NodeCtx::attr_ints(const std::string& k) const {
   return r;
 }
 
+void NodeCtx::attr_pair(const std::string& k, int64_t& a, int64_t& b, bool empty_ok) const {
+  std::vector<int64_t> v = attr_ints(k);
+  if (v.empty() && empty_ok) return;
+  if (v.size() == 1) v.push_back(v[0]);
+  if (v.size() != 2)
+    fail("attribute '" + k + "' must have 1 or 2 values, got " + std::to_string(v.size()));
+  a = v[0];
+  b = v[1];
+}
+
 std::vector<bool> NodeCtx::attr_bools(const std::string& k) const {
   const json& v = attr(k);
   if (!v.is_array()) fail("attribute '" + k + "' must be a list of bools");

@@ -46,6 +46,9 @@ class NodeCtx {
   bool attr_bool(const std::string& k) const;
   std::vector<int64_t> attr_ints(const std::string& k) const;
   std::vector<bool> attr_bools(const std::string& k) const;
+  // A 2-value int list (kernel sizes, strides); one value means both. An
+  // empty list leaves a and b as they are when empty_ok.
+  void attr_pair(const std::string& k, int64_t& a, int64_t& b, bool empty_ok = false) const;
   std::string attr_str(const std::string& k) const;
   std::optional<DType> attr_dtype(const std::string& k) const;  // null -> nullopt
 

@@ -16,17 +16,6 @@ struct PoolGeom {
   Shape out_shape;
 };
 
-void pair_attr(const NodeCtx& ctx, const char* k, int64_t& a, int64_t& b, bool empty_ok = false) {
-  std::vector<int64_t> v = ctx.attr_ints(k);
-  if (v.empty() && empty_ok) return;  // caller keeps its default
-  if (v.size() == 1) v.push_back(v[0]);
-  if (v.size() != 2)
-    ctx.fail(std::string("attribute '") + k + "' must have 1 or 2 values, got " +
-             std::to_string(v.size()));
-  a = v[0];
-  b = v[1];
-}
-
 // PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode
 // the last window must start inside the input or the left padding.
 int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
@@ -45,11 +34,11 @@ PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
   if (x.shape.size() != 4 && x.shape.size() != 3)
     ctx.fail("input must be rank 3 (C, H, W) or 4 (N, C, H, W), got " + x.str());
   PoolGeom g;
-  pair_attr(ctx, "kernel_size", g.kh, g.kw);
+  ctx.attr_pair("kernel_size", g.kh, g.kw);
   g.sh = g.kh, g.sw = g.kw;
-  pair_attr(ctx, "stride", g.sh, g.sw, true);
-  pair_attr(ctx, "padding", g.ph, g.pw);
-  pair_attr(ctx, "dilation", g.dh, g.dw);
+  ctx.attr_pair("stride", g.sh, g.sw, true);
+  ctx.attr_pair("padding", g.ph, g.pw);
+  ctx.attr_pair("dilation", g.dh, g.dw);
   bool ceil_mode = ctx.attr_bool("ceil_mode");
   if (g.kh < 1 || g.kw < 1) ctx.fail("kernel_size must be positive, got " + pair_str(g.kh, g.kw));
   if (g.sh < 1 || g.sw < 1) ctx.fail("stride must be positive, got " + pair_str(g.sh, g.sw));

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,25 +10,9 @@
 #include "trainstep/error.h"
 #include "io/atomic_file.h"
 
-namespace {
+using ts_test::error_of;
+using ts_test::make_temp_dir;
 
-std::string make_temp_dir() {
-  std::string tmpl = testing::TempDir() + "ts_atomic_XXXXXX";
-  char* d = mkdtemp(tmpl.data());
-  EXPECT_NE(d, nullptr);
-  return tmpl;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-}  // namespace
 
 TEST(AtomicFile, WriteReadRoundTripAndOverwrite) {
   std::string dir = make_temp_dir();

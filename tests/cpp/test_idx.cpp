@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -11,22 +13,10 @@
 #include "data/idx.h"
 #include "io/atomic_file.h"
 
+using ts_test::error_of;
+using ts_test::make_temp_dir;
+
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-std::string make_temp_dir() {
-  std::string d = testing::TempDir() + "ts_idx_XXXXXX";
-  EXPECT_NE(mkdtemp(d.data()), nullptr);
-  return d;
-}
 
 // IDX bytes for a ubyte array with the given dims; element i is i % 251.
 std::string idx_bytes(const std::vector<uint32_t>& dims, size_t drop_tail = 0) {

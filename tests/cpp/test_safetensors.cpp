@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <stdlib.h>
 
 #include <cstring>
@@ -9,16 +11,10 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
-namespace {
+using ts_test::error_of;
+using ts_test::make_temp_dir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+namespace {
 
 // A file made by hand: length prefix, header text as given, then data.
 std::string raw(const std::string& header, const std::string& data = "") {

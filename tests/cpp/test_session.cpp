@@ -2,6 +2,8 @@
 // state access, checkpoints. (Numerics against PyTorch are covered by the
 // Python parity tests; this checks the API's contracts and errors.)
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <unistd.h>
 
 #include <cstring>
@@ -17,6 +19,9 @@
 using ts::DType;
 using ts::HostTensor;
 using json = nlohmann::json;
+
+using ts_test::error_of;
+using ts_test::make_temp_dir;
 
 namespace {
 
@@ -75,24 +80,10 @@ std::string write_tiny_artifact(const std::string& dir, const char* state_name =
   return path;
 }
 
-std::string tmpdir() {
-  char tmpl[] = "/tmp/ts_session_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace
 
 TEST(Session, RunsAStepAndUpdatesState) {
-  auto s = ts::Session::open(write_tiny_artifact(tmpdir()));
+  auto s = ts::Session::open(write_tiny_artifact(make_temp_dir()));
   EXPECT_EQ(s->batch_size(), 2);
   EXPECT_DOUBLE_EQ(s->lr(), 0.5);
   HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
@@ -107,7 +98,7 @@ TEST(Session, RunsAStepAndUpdatesState) {
 }
 
 TEST(Session, RejectsABatchOfTheWrongShape) {
-  auto s = ts::Session::open(write_tiny_artifact(tmpdir()));
+  auto s = ts::Session::open(write_tiny_artifact(make_temp_dir()));
   HostTensor x(DType::F32, {3, 4}), y(DType::I64, {2}), yf(DType::F32, {2});
   EXPECT_EQ(error_of([&] { s->train_step({x.view}, y.view); }),
             "train_step: input 0 is float32[3, 4], expected float32[2, 4] (the artifact's batch)");
@@ -120,7 +111,7 @@ TEST(Session, RejectsABatchOfTheWrongShape) {
 }
 
 TEST(Session, StateByName) {
-  auto s = ts::Session::open(write_tiny_artifact(tmpdir()));
+  auto s = ts::Session::open(write_tiny_artifact(make_temp_dir()));
   EXPECT_EQ(s->state_names(), std::vector<std::string>{"w"});
   HostTensor bad(DType::F32, {3, 4});
   EXPECT_EQ(error_of([&] { s->set_state("w", bad.view); }),
@@ -129,7 +120,7 @@ TEST(Session, StateByName) {
 }
 
 TEST(Session, CheckpointRoundTripAndWrongModel) {
-  std::string dir = tmpdir();
+  std::string dir = make_temp_dir();
   auto s = ts::Session::open(write_tiny_artifact(dir));
   HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
   s->set_seed(42);
