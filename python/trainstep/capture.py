@@ -6,7 +6,7 @@ functional_call inside grad_and_value, applies our out-of-place optimizer,
 and returns the loss plus every new state tensor. make_fx(functionalize(…))
 with ATen decompositions traces it to a graph with no mutation.
 """
-import copy
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -126,12 +126,8 @@ def capture_train(parts):
                + [dict(role="state", state=n) for n in snames])
     example = ([st[n] for n in p.pnames + fnames + bnames + snames] + [lr, seed, offset]
                + p.inputs + [p.target])
-    was_training = p.model.training
-    p.model.train()
-    try:
+    with _mode(p.model, True):
         gm = _trace(step, example)
-    finally:
-        p.model.train(was_training)
     return Captured(gm, Signature(sig_in, sig_out), example)
 
 
@@ -169,13 +165,19 @@ def capture_eval(parts):
               for n in names] + _data_inputs(p)
     sig_out = [dict(role="output", index=0), dict(role="sample_loss")]
     example = [st[n] for n in names] + p.inputs + [p.target]
-    was_training = p.model.training
-    p.model.eval()
-    try:
+    with _mode(p.model, False):
         gm = _trace(step, example)
-    finally:
-        p.model.train(was_training)
     return Captured(gm, Signature(sig_in, sig_out), example)
+
+
+@contextlib.contextmanager
+def _mode(model, training):
+    was = model.training
+    model.train(training)
+    try:
+        yield
+    finally:
+        model.train(was)
 
 
 def _trace(fn, example):

@@ -47,6 +47,13 @@ class FunctionalOptimizer:
         """Returns (new_params, new_state); pure function of its inputs."""
         raise NotImplementedError
 
+    def _effective_grad(self, p, g):
+        """maximize, then weight decay, as every torch 1.13 optimizer does."""
+        if self.h.get("maximize", False):
+            g = -g
+        wd = self.h.get("weight_decay", 0)
+        return g + wd * p if wd != 0 else g
+
     def state_from_torch(self, torch_opt, names):
         """Our state dict from a torch optimizer's state, names in param order."""
         params = [p for g in torch_opt.param_groups for p in g["params"]]
@@ -83,15 +90,10 @@ class SGD(FunctionalOptimizer):
     def update(self, params, grads, state, lr):
         m = self.h.get("momentum", 0)
         damp = self.h.get("dampening", 0)
-        wd = self.h.get("weight_decay", 0)
         first = state[STEP] == 0
         new_p, new_s = {}, {STEP: state[STEP] + 1}
         for n, p in params.items():
-            d_p = grads[n]
-            if self.h.get("maximize", False):
-                d_p = -d_p
-            if wd != 0:
-                d_p = d_p + wd * p
+            d_p = self._effective_grad(p, grads[n])
             if m != 0:
                 buf = state[state_name(n, "momentum_buffer")]
                 # torch initialises the buffer to the first gradient.
@@ -116,14 +118,9 @@ class Adadelta(FunctionalOptimizer):
 
     def update(self, params, grads, state, lr):
         rho, eps = self.h["rho"], self.h["eps"]
-        wd = self.h.get("weight_decay", 0)
         new_p, new_s = {}, {STEP: state[STEP] + 1}
         for n, p in params.items():
-            g = grads[n]
-            if self.h.get("maximize", False):
-                g = -g
-            if wd != 0:
-                g = g + wd * p
+            g = self._effective_grad(p, grads[n])
             sq = state[state_name(n, "square_avg")] * rho + (1 - rho) * g * g
             acc = state[state_name(n, "acc_delta")]
             std = (sq + eps).sqrt()
