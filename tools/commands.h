@@ -16,6 +16,7 @@ void add_eval(CLI::App& app, Action& action);
 void add_verify(CLI::App& app, Action& action);
 void add_inspect(CLI::App& app, Action& action);
 void add_ops(CLI::App& app, Action& action);
+void add_bench(CLI::App& app, Action& action);
 
 // "fashion-mnist" or "idx:DIR" -> a folder of IDX files.
 std::string data_dir(const std::string& spec);

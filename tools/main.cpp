@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tscli::add_verify(app, action);
   tscli::add_inspect(app, action);
   tscli::add_ops(app, action);
+  tscli::add_bench(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -56,6 +56,10 @@ class Session {
   const Tensor& eval_output() const;       // the model's output
   const Tensor& eval_sample_loss() const;  // loss of each sample, [batch]
 
+  // Per-node timing of train_step (see Executor::set_profiling).
+  void set_profiling(bool on);
+  const Executor& train_executor() const { return *train_; }
+
   // Checkpoint: state under PyTorch state_dict names plus `optim/…`, and
   // metadata (step, seed, lr, plus `extra`). Written atomically.
   void save_checkpoint(const std::string& path,

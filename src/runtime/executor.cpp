@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <chrono>
+
 namespace ts {
 
 Executor::Executor(const Function& f, int threads) : f_(f), threads_(threads) {
@@ -66,8 +68,13 @@ Executor::Executor(const Function& f, int threads) : f_(f), threads_(threads) {
       s.out[k].shape = out_types[k].shape;
       if (n.outputs[k] >= 0 && used[n.outputs[k]]) s.out[k] = values_[n.outputs[k]];
     }
+    times_.push_back({&n, 0});
     steps_.push_back(std::move(s));
   }
+}
+
+void Executor::reset_profile() {
+  for (auto& t : times_) t.seconds = 0;
 }
 
 void Executor::bind_input(int i, void* data) {
@@ -93,7 +100,16 @@ void Executor::run() {
       fail("function '" + f_.name + "': input '" + p.name + "' is not bound");
   if (dirty_) refresh();
   if (threads_ > 0) omp_set_num_threads(threads_);
-  for (auto& s : steps_) s.kernel->run(s.in.data(), s.out.data());
+  if (!profiling_) {
+    for (auto& s : steps_) s.kernel->run(s.in.data(), s.out.data());
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    auto t0 = clock::now();
+    steps_[i].kernel->run(steps_[i].in.data(), steps_[i].out.data());
+    times_[i].seconds += std::chrono::duration<double>(clock::now() - t0).count();
+  }
 }
 
 }  // namespace ts

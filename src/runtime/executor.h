@@ -22,6 +22,16 @@ class Executor {
   // Points function input `i` at `data` (must hold the input's type).
   void bind_input(int i, void* data);
   void run();
+
+  // Per-node timing, off by default (the timed path does not allocate
+  // either). Times accumulate over runs until reset.
+  struct NodeTime {
+    const Node* node;
+    double seconds = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::vector<NodeTime>& profile() const { return times_; }
+  void reset_profile();
   const Tensor& value(int id) const { return values_[id]; }
   const Tensor& output(int i) const { return values_[f_.outputs[i].value]; }
   size_t arena_bytes() const { return arena_.size(); }
@@ -41,6 +51,8 @@ class Executor {
   std::vector<Step> steps_;
   Buffer arena_;
   bool dirty_ = true;
+  bool profiling_ = false;
+  std::vector<NodeTime> times_;  // one per step_, same order
 };
 
 }  // namespace ts

@@ -127,6 +127,8 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   return *train_->output(train_loss_).as<float>();
 }
 
+void Session::set_profiling(bool on) { train_->set_profiling(on); }
+
 void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target) {
   check_batch("eval_step", inputs, target, eval_inputs_, eval_target_);
   for (size_t i = 0; i < inputs.size(); ++i) eval_->bind_input(eval_inputs_[i], inputs[i].data);

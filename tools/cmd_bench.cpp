@@ -1,0 +1,103 @@
+// `trainstep bench ARTIFACT`: times train_step on the artifact's golden batch.
+// Final line: step_ms_median=<x>. --profile adds time per op and the share
+// of the step spent outside the kernels.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "ir/program.h"
+#include "runtime/artifact.h"
+#include "runtime/executor.h"
+#include "trainstep/session.h"
+
+namespace tscli {
+
+namespace {
+
+// Ops whose kernels are data movement, not compute: reported as overhead.
+bool is_copy_op(const std::string& op) {
+  for (const char* c : {"aten.t.default", "aten.transpose.int", "aten.permute.default",
+                        "aten.expand.default", "aten.clone.default", "aten._to_copy.default",
+                        "aten.cat.default", "aten.slice.Tensor", "aten.select.int"})
+    if (op == c) return true;
+  return false;
+}
+
+void print_profile(const ts::Executor& ex, int steps, double total_s) {
+  std::map<std::string, std::pair<double, int>> by_op;
+  double kernels = 0, copies = 0;
+  for (const auto& t : ex.profile()) {
+    auto& e = by_op[t.node->op];
+    e.first += t.seconds;
+    e.second += 1;
+    kernels += t.seconds;
+    if (is_copy_op(t.node->op)) copies += t.seconds;
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (auto& [op, e] : by_op) rows.push_back({e.first, op});
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("\n%-48s %6s %10s %7s\n", "op", "nodes", "ms/step", "share");
+  for (auto& [s, op] : rows)
+    std::printf("%-48s %6d %10.3f %6.1f%%\n", op.c_str(), by_op[op].second, 1e3 * s / steps,
+                100 * s / total_s);
+  double outside = total_s - kernels + copies;
+  std::printf("\nkernels %.3f ms/step; copies/layout kernels %.3f ms/step; dispatch and the "
+              "rest %.3f ms/step\n",
+              1e3 * (kernels - copies) / steps, 1e3 * copies / steps,
+              1e3 * (total_s - kernels) / steps);
+  std::printf("outside compute kernels: %.1f%% of the step\n", 100 * outside / total_s);
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("bench", "Time train_step on the artifact's golden batch");
+  auto path = std::make_shared<std::string>();
+  auto steps = std::make_shared<int>(50);
+  auto warmup = std::make_shared<int>(5);
+  auto threads = std::make_shared<int>(0);
+  auto profile = std::make_shared<bool>(false);
+  cmd->add_option("artifact", *path, "NAME.tstep")->required();
+  cmd->add_option("--steps", *steps, "timed steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", *warmup, "untimed steps first");
+  cmd->add_option("--threads", *threads, "compute threads");
+  cmd->add_flag("--profile", *profile, "time per op; share outside compute kernels");
+  cmd->callback([=, &action] {
+    action = [=] {
+      using clock = std::chrono::steady_clock;
+      auto t0 = clock::now();
+      auto s = ts::Session::open(*path, {*threads});
+      double compile_s = std::chrono::duration<double>(clock::now() - t0).count();
+      const ts::Artifact& a = s->artifact();
+      std::vector<ts::Tensor> xs;
+      for (int i = 0; a.tensors.find("golden/step0/input" + std::to_string(i)); ++i)
+        xs.push_back(a.tensor("golden/step0/input" + std::to_string(i)).view);
+      const ts::Tensor& y = a.tensor("golden/step0/target").view;
+      for (int i = 0; i < *warmup; ++i) s->train_step(xs, y);
+      s->set_profiling(*profile);
+      std::vector<double> ms;
+      double total = 0;
+      for (int i = 0; i < *steps; ++i) {
+        auto t = clock::now();
+        s->train_step(xs, y);
+        double d = std::chrono::duration<double>(clock::now() - t).count();
+        total += d;
+        ms.push_back(1e3 * d);
+      }
+      std::sort(ms.begin(), ms.end());
+      auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * ms.size()))]; };
+      std::printf("%s: load+compile %.3f s, %d steps (batch %lld): min %.2f ms, p10 %.2f, "
+                  "median %.2f, p90 %.2f, max %.2f; %.1f samples/s\n",
+                  path->c_str(), compile_s, *steps, (long long)s->batch_size(), ms.front(),
+                  pct(0.1), pct(0.5), pct(0.9), ms.back(),
+                  s->batch_size() * 1e3 / pct(0.5));
+      if (*profile) print_profile(s->train_executor(), *steps, total);
+      std::printf("step_ms_median=%.3f\n", pct(0.5));
+      return 0;
+    };
+  });
+}
+
+}  // namespace tscli
