@@ -22,6 +22,7 @@ struct Node {
   std::vector<int> outputs;     // value ids; -1 = output nobody uses
   std::vector<TensorType> declared;  // output types recorded by the exporter
   std::string source;           // where PyTorch says the node came from, if known
+  bool dead = false;            // marked by a pass; dropped by compact()
 };
 
 // One input or output of a function's signature.

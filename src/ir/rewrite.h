@@ -1,0 +1,27 @@
+// Small tools for passes that rewrite a Function in place: mark nodes dead,
+// redirect uses, add values, then compact() renumbers everything and
+// re-verifies types. Passes stay short and their results stay valid IR.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace ts {
+
+// For each value, the indices of the nodes that read it (in order).
+std::vector<std::vector<int>> consumers(const Function& f);
+// Is value v a function output?
+std::vector<bool> output_values(const Function& f);
+
+// Every read of value `from` (node inputs and function outputs) reads `to`.
+void replace_uses(Function& f, int from, int to);
+
+// A new value (for a node a pass creates). Its producer is set by compact().
+int add_value(Function& f, const std::string& name, const TensorType& t);
+
+// Drops dead nodes and values nobody defines or reads any more, renumbers
+// value ids, recomputes producers, and re-verifies (types must still hold).
+void compact(Function& f);
+
+}  // namespace ts
