@@ -57,18 +57,18 @@ void add_bench(CLI::App& app, Action& action) {
   auto path = std::make_shared<std::string>();
   auto steps = std::make_shared<int>(50);
   auto warmup = std::make_shared<int>(5);
-  auto threads = std::make_shared<int>(0);
+  auto sopts = std::make_shared<ts::SessionOptions>();
   auto profile = std::make_shared<bool>(false);
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
   cmd->add_option("--steps", *steps, "timed steps")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", *warmup, "untimed steps first");
-  cmd->add_option("--threads", *threads, "compute threads");
+  add_session_flags(cmd, *sopts);
   cmd->add_flag("--profile", *profile, "time per op; share outside compute kernels");
   cmd->callback([=, &action] {
     action = [=] {
       using clock = std::chrono::steady_clock;
       auto t0 = clock::now();
-      auto s = ts::Session::open(*path, {*threads});
+      auto s = ts::Session::open(*path, *sopts);
       double compile_s = std::chrono::duration<double>(clock::now() - t0).count();
       const ts::Artifact& a = s->artifact();
       std::vector<ts::Tensor> xs;

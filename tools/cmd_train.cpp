@@ -15,17 +15,27 @@ std::string data_dir(const std::string& spec) {
   ts::fail("unknown --data '" + spec + "' (expected 'fashion-mnist' or 'idx:DIR')");
 }
 
+void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
+  cmd->add_option("--threads", o.threads, "compute threads (default: all cores)");
+  auto off = [&](const char* flag, bool& field, const char* what) {
+    cmd->add_flag_callback(flag, [&field] { field = false; }, what);
+  };
+  off("--no-fusion", o.compile.fusion, "disable fused kernels (plain path)");
+  off("--no-inplace", o.compile.inplace, "write new state to fresh buffers, then copy");
+  off("--no-cleanup", o.compile.cleanup, "skip DCE/CSE/folding/simplification");
+}
+
 namespace {
 
 struct Common {
   std::string artifact, data = "fashion-mnist";
-  int threads = 0;
+  ts::SessionOptions session;
 };
 
 void add_common(CLI::App* cmd, Common& c) {
   cmd->add_option("artifact", c.artifact, "NAME.tstep")->required();
   cmd->add_option("--data", c.data, "fashion-mnist or idx:DIR (MNIST-format IDX files)");
-  cmd->add_option("--threads", c.threads, "compute threads (default: all cores)");
+  add_session_flags(cmd, c.session);
 }
 
 void print_eval(const char* label, const ts::EvalResult& r) {
@@ -50,7 +60,7 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
   cmd->callback([=, &action] {
     action = [=] {
-      auto s = ts::Session::open(c->artifact, {c->threads});
+      auto s = ts::Session::open(c->artifact, c->session);
       std::string dir = data_dir(c->data);
       ts::ImageDataset tr = ts::load_idx_split(dir, true), te = ts::load_idx_split(dir, false);
       std::printf("training %s: %lld train / %lld test samples, batch %lld\n",
@@ -78,7 +88,7 @@ void add_eval(CLI::App& app, Action& action) {
   cmd->add_option("--checkpoint", *ckpt, "checkpoint to evaluate (default: initial state)");
   cmd->callback([=, &action] {
     action = [=] {
-      auto s = ts::Session::open(c->artifact, {c->threads});
+      auto s = ts::Session::open(c->artifact, c->session);
       if (!ckpt->empty()) s->load_checkpoint(*ckpt);
       ts::ImageDataset te = ts::load_idx_split(data_dir(c->data), false);
       print_eval("test", ts::evaluate(*s, te, 0.1307f, 0.3081f));

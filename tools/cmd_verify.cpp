@@ -52,16 +52,16 @@ void add_verify(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("verify", "Replay the artifact's golden trace and compare");
   auto path = std::make_shared<std::string>();
   auto tol = std::make_shared<double>(1e-4);
-  auto threads = std::make_shared<int>(0);
+  auto sopts = std::make_shared<ts::SessionOptions>();
   auto quiet = std::make_shared<bool>(false);
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
   cmd->add_option("--tol", *tol,
                   "allowed max |got - golden| relative to the tensor's largest |golden|");
-  cmd->add_option("--threads", *threads, "compute threads");
+  add_session_flags(cmd, *sopts);
   cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
   cmd->callback([=, &action] {
     action = [=] {
-      auto s = ts::Session::open(*path, {*threads});
+      auto s = ts::Session::open(*path, *sopts);
       const ts::Artifact& a = s->artifact();
       const ts::json& g = a.program.golden;
       if (!g.contains("steps")) ts::fail(*path + ": the artifact has no golden trace");

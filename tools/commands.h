@@ -5,6 +5,8 @@
 #include <functional>
 #include <string>
 
+#include "trainstep/session.h"
+
 namespace tscli {
 
 using Action = std::function<int()>;
@@ -17,6 +19,10 @@ void add_verify(CLI::App& app, Action& action);
 void add_inspect(CLI::App& app, Action& action);
 void add_ops(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
+
+// --threads and the compiler switches (--no-fusion, --no-inplace,
+// --no-cleanup), shared by every command that opens a session.
+void add_session_flags(CLI::App* cmd, ts::SessionOptions& o);
 
 // "fashion-mnist" or "idx:DIR" -> a folder of IDX files.
 std::string data_dir(const std::string& spec);

@@ -10,16 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "passes/pipeline.h"
 #include "trainstep/tensor.h"
 
 namespace ts {
 
 struct Artifact;
 struct Program;
+struct Function;
 class Executor;
 
 struct SessionOptions {
   int threads = 0;  // 0: OpenMP's default
+  CompileOptions compile;
 };
 
 class Session {
@@ -75,6 +78,7 @@ class Session {
   SessionOptions opts_;
   std::vector<std::string> names_;
   std::map<std::string, HostTensor> state_;
+  std::unique_ptr<Function> train_fn_, eval_fn_;  // optimised copies the executors run
   std::unique_ptr<Executor> train_, eval_;
   HostTensor lr_t_, seed_t_, step_t_;
   double lr_ = 0;

@@ -81,6 +81,15 @@ class Kernel {
   virtual void run(const Tensor* in, Tensor* out) = 0;
 };
 
+// The float32 tile form of a pointwise op, run by the fused elementwise
+// kernel on cache-sized tiles: in[k] and out point at n floats (bool values
+// travel as 0.0f / 1.0f). Built once at compile time from the node.
+class TileOp {
+ public:
+  virtual ~TileOp() = default;
+  virtual void run(const float* const* in, float* out, int64_t n) const = 0;
+};
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -89,6 +98,12 @@ struct OpDef {
   // Output 0 aliases input 0's memory (contiguous reshape: view, squeeze,
   // unsqueeze). The executor then binds no buffer and runs no kernel.
   bool alias_input0 = false;
+  // Pointwise ops give their tile form here (nullptr: not fusable).
+  std::unique_ptr<TileOp> (*make_tile)(const NodeCtx&) = nullptr;
+  // out[j][i] depends only on element i of each input (or on 0-d inputs),
+  // and the kernel reads element i before writing it: an output may share
+  // the buffer of a same-typed input that dies here (in-place update).
+  bool same_index = false;
 };
 
 class OpRegistry {

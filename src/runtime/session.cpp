@@ -42,8 +42,12 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   seed_t_ = HostTensor(DType::I64, {});
   step_t_ = HostTensor(DType::I64, {});
 
-  const Function& tf = p.function("train_step");
-  const Function& ef = p.function("eval_step");
+  train_fn_ = std::make_unique<Function>(p.function("train_step"));
+  eval_fn_ = std::make_unique<Function>(p.function("eval_step"));
+  optimize(*train_fn_, o.compile);
+  optimize(*eval_fn_, o.compile);
+  const Function& tf = *train_fn_;
+  const Function& ef = *eval_fn_;
   train_ = std::make_unique<Executor>(tf, o.threads);
   eval_ = std::make_unique<Executor>(ef, o.threads);
   for (auto* ex : {train_.get(), eval_.get()}) {
@@ -98,7 +102,7 @@ void Session::reset_state() {
 
 void Session::check_batch(const char* fn, const std::vector<Tensor>& inputs, const Tensor& target,
                           const std::vector<int>& slots, int target_slot) const {
-  const Function& f = program().function(fn);
+  const Function& f = std::string(fn) == "train_step" ? *train_fn_ : *eval_fn_;
   if (inputs.size() != slots.size())
     fail(std::string(fn) + ": expected " + std::to_string(slots.size()) + " model input(s), got " +
          std::to_string(inputs.size()));
