@@ -7,22 +7,20 @@
 #include <cstdio>
 
 #include "data/batcher.h"
+#include "data/prefetcher.h"
 #include "ir/program.h"
 
 namespace ts {
 
 namespace {
 
-struct BatchBuffers {
-  HostTensor x, y;
-  explicit BatchBuffers(const Session& s, const char* fn) {
-    const Function& f = s.program().function(fn);
-    int xi = f.find_input("input"), yi = f.find_input("target");
-    if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
-    x = HostTensor(f.inputs[xi].type.dtype, f.inputs[xi].type.shape);
-    y = HostTensor(f.inputs[yi].type.dtype, f.inputs[yi].type.shape);
-  }
-};
+// A prefetcher shaped like `fn`'s model input and target.
+std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const Batcher& data) {
+  const Function& f = s.program().function(fn);
+  int xi = f.find_input("input"), yi = f.find_input("target");
+  if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
+  return std::make_unique<Prefetcher>(data, f.inputs[xi].type, f.inputs[yi].type);
+}
 
 std::string fmt(const char* f, double v) {
   char b[64];
@@ -33,13 +31,16 @@ std::string fmt(const char* f, double v) {
 }  // namespace
 
 EvalResult evaluate(Session& s, const ImageDataset& test, float mean, float std) {
-  BatchBuffers buf(s, "eval_step");
   Batcher data(test, s.batch_size(), mean, std);
+  auto pf = prefetcher(s, "eval_step", data);
+  pf->start(0, data.padded_batches());
   EvalResult r;
   double loss_sum = 0;
   for (int64_t b = 0; b < data.padded_batches(); ++b) {
-    int64_t real = data.fill(b, buf.x.view, buf.y.view);
-    s.eval_step({buf.x.view}, buf.y.view);
+    pf->next();
+    const int64_t real = pf->real();
+    const int64_t* labels = pf->y().view.as<int64_t>();
+    s.eval_step({pf->x().view}, pf->y().view);
     const Tensor& out = s.eval_output();
     const float* sl = s.eval_sample_loss().as<float>();
     const int64_t classes = out.numel() / s.batch_size();
@@ -49,7 +50,7 @@ EvalResult evaluate(Session& s, const ImageDataset& test, float mean, float std)
       int64_t best = 0;
       for (int64_t c = 1; c < classes; ++c)
         if (o[i * classes + c] > o[i * classes + best]) best = c;
-      r.correct += best == buf.y.view.as<int64_t>()[i];
+      r.correct += best == labels[i];
     }
     r.count += real;
   }
@@ -82,8 +83,8 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
   }
   s.set_seed(seed);
   LrSchedule sched = LrSchedule::parse(schedule_spec);
-  BatchBuffers buf(s, "train_step");
   Batcher data(train_set, s.batch_size(), o.mean, o.std);
+  auto pf = prefetcher(s, "train_step", data);
   int64_t nb = data.full_batches();
   if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
   if (nb == 0) fail("the training set has fewer samples than one batch");
@@ -95,11 +96,12 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
     rep.lr = sched.at_epoch(base_lr, e);
     s.set_lr(rep.lr);
     data.shuffle(static_cast<uint64_t>(seed), e);
+    pf->start(0, nb);
     auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      data.fill(b, buf.x.view, buf.y.view);
-      float loss = s.train_step({buf.x.view}, buf.y.view);
+      pf->next();
+      float loss = s.train_step({pf->x().view}, pf->y().view);
       if (!std::isfinite(loss))
         fail("epoch " + std::to_string(e + 1) + ", step " + std::to_string(s.step() - 1) +
              ": the loss is not finite (" + fmt("%g", loss) + ")");
