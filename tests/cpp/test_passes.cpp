@@ -7,6 +7,7 @@
 #include "ir/rewrite.h"
 #include "ir/text.h"
 #include "passes/cleanup.h"
+#include "passes/pipeline.h"
 
 namespace {
 
@@ -254,6 +255,28 @@ TEST(Simplify, StoredValueCountsNotTheAttr) {
                 fn("  %c = trainstep.constant() {\"dtype\":\"int64\",\"value\":1.5,\"wrapped\":true}\n"
                    "  %m = aten.mul.Tensor(%x, %c)\n  %y = aten.exp.default(%m)\n")),
             fn("  %y = aten.exp.default(%x)\n"));
+}
+
+// ---- the pipeline ----
+TEST(Pipeline, CleanupReachesAFixedPointAcrossPasses) {
+  // 0.5 * 2 folds to 1, x * 1 simplifies, the two exps merge, constants die.
+  const std::string in =
+      fn("  %a = trainstep.constant() {\"dtype\":\"float64\",\"value\":0.5,\"wrapped\":true}\n"
+         "  %b = trainstep.constant() {\"dtype\":\"int64\",\"value\":2,\"wrapped\":true}\n"
+         "  %k = aten.mul.Tensor(%a, %b)\n"
+         "  %m = aten.mul.Tensor(%x, %k)\n"
+         "  %e1 = aten.exp.default(%m)\n"
+         "  %e2 = aten.exp.default(%x)\n"
+         "  %y = aten.add.Tensor(%e1, %e2)\n");
+  ts::Function f = ts::parse_function(in);
+  ts::optimize(f, ts::CompileOptions{});
+  EXPECT_EQ(ts::print_function(f), fn("  %e1 = aten.exp.default(%x)\n"
+                                      "  %y = aten.add.Tensor(%e1, %e1)\n"));
+  ts::Function g = ts::parse_function(in);
+  ts::CompileOptions off;
+  off.cleanup = false;
+  ts::optimize(g, off);
+  EXPECT_EQ(ts::print_function(g), in);
 }
 
 }  // namespace
