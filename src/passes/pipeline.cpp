@@ -1,10 +1,46 @@
 #include "passes/pipeline.h"
 
+#include "ir/rewrite.h"
+#include "passes/cleanup.h"
+
 namespace ts {
 
+namespace {
+
+// What the cleanup passes change: live nodes' ops, inputs and outputs.
+std::string fingerprint(const Function& f) {
+  std::string s;
+  for (const Node& n : f.nodes) {
+    if (n.dead) continue;
+    s += n.op + '(';
+    for (int v : n.inputs) s += std::to_string(v) + ',';
+    for (int v : n.outputs) s += std::to_string(v) + ';';
+  }
+  for (const Port& p : f.outputs) s += std::to_string(p.value) + ',';
+  return s;
+}
+
+void cleanup(Function& f) {
+  // Each round can expose work for the others (a fold makes a 1 that
+  // simplify removes, ...); a handful of rounds reaches the fixed point.
+  std::string before = fingerprint(f);
+  for (int round = 0; round < 8; ++round) {
+    simplify(f);
+    fold_constants(f);
+    cse(f);
+    dce(f);
+    std::string after = fingerprint(f);
+    if (after == before) break;
+    before = std::move(after);
+  }
+  compact(f);
+}
+
+}  // namespace
+
 void optimize(Function& f, const CompileOptions& o) {
-  (void)f;
-  (void)o;  // passes are added here as they land
+  if (o.cleanup) cleanup(f);
+  // Later passes (fusion, in-place) go here, after cleanup.
 }
 
 }  // namespace ts
