@@ -74,6 +74,8 @@ class Session {
   void check_batch(const char* fn, const std::vector<Tensor>& inputs, const Tensor& target,
                    const std::vector<int>& slots, int target_slot) const;
 
+  void copy_out_state();
+
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;
   std::vector<std::string> names_;
@@ -87,6 +89,8 @@ class Session {
   std::vector<int> train_inputs_, eval_inputs_;
   int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
   std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
+  size_t state_bytes_ = 0;
+  Buffer staging_;  // see copy_out_state
 };
 
 }  // namespace ts

@@ -35,6 +35,7 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   for (const auto& s : p.state) {
     names_.push_back(s.name);
     state_.emplace(s.name, HostTensor(s.type.dtype, s.type.shape));
+    state_bytes_ += s.type.nbytes();
   }
   reset_state();
   lr_ = p.optimizer.value("lr", 0.0);
@@ -123,15 +124,45 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_;
   train_->run();
-  for (auto& [out, dst] : train_state_out_) {
-    const Tensor& src = train_->output(out);
-    if (src.data != dst->data) std::memcpy(dst->data, src.data, dst->nbytes());
-  }
+  copy_out_state();
   ++step_;
   return *train_->output(train_loss_).as<float>();
 }
 
 void Session::set_profiling(bool on) { train_->set_profiling(on); }
+
+// New state goes back into the state buffers (outputs written in place are
+// skipped). A new value may *be* another state's old buffer (after
+// simplification, `new_b = old_a`): such values are staged first, so no copy
+// reads a buffer this loop already overwrote.
+void Session::copy_out_state() {
+  auto in_state = [&](const void* p) {
+    for (const auto& [name, t] : state_) {
+      const char* b = static_cast<const char*>(t.view.data);
+      if (p >= b && p < b + t.view.nbytes()) return true;
+    }
+    return false;
+  };
+  size_t staged = 0;
+  for (auto& [out, dst] : train_state_out_) {
+    const Tensor& src = train_->output(out);
+    if (src.data == dst->data || !in_state(src.data)) continue;
+    if (staging_.size() < state_bytes_) staging_ = Buffer(state_bytes_);  // once, if ever
+    std::memcpy(static_cast<char*>(staging_.data()) + staged, src.data, dst->nbytes());
+    staged += dst->nbytes();
+  }
+  size_t off = 0;
+  for (auto& [out, dst] : train_state_out_) {
+    const Tensor& src = train_->output(out);
+    if (src.data == dst->data) continue;
+    if (in_state(src.data)) {
+      std::memcpy(dst->data, static_cast<char*>(staging_.data()) + off, dst->nbytes());
+      off += dst->nbytes();
+    } else {
+      std::memcpy(dst->data, src.data, dst->nbytes());
+    }
+  }
+}
 
 void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target) {
   check_batch("eval_step", inputs, target, eval_inputs_, eval_target_);

@@ -138,3 +138,53 @@ TEST(Session, CheckpointRoundTripAndWrongModel) {
             dir + "/a.ckpt: checkpoint is for a different model: it has no tensor 'v' "
                   "(model 'tiny', this artifact is 'tiny')");
 }
+
+// A step whose new state is another state's old value (new a = old b, new
+// b = old a): copying back one by one would read an overwritten buffer.
+TEST(Session, SwappedStateIsCopiedBackCorrectly) {
+  std::string dir = make_temp_dir();
+  auto st = [](const char* n) {
+    return port((std::string("state/") + n).c_str(), "state", "float32", {3}, {{"state", n}});
+  };
+  json common_in = {port("input0", "input", "float32", {2, 3}, {{"index", 0}}),
+                    port("target", "target", "int64", {2})};
+  json train = {
+      {"inputs", {st("a"), st("b"), port("lr", "lr", "float32", json::array()),
+                  port("rng_seed", "rng_seed", "int64", json::array()),
+                  port("rng_offset", "rng_offset", "int64", json::array()), common_in[0], common_in[1]}},
+      {"nodes", {node("loss", "aten.mean.default", {"input0"}, {{"dtype", nullptr}}, "float32",
+                      json::array())}},
+      {"outputs",
+       {{{"value", "loss"}, {"role", "loss"}, {"dtype", "float32"}, {"shape", json::array()}},
+        {{"value", "state/b"}, {"role", "state"}, {"state", "a"}, {"dtype", "float32"}, {"shape", {3}}},
+        {{"value", "state/a"}, {"role", "state"}, {"state", "b"}, {"dtype", "float32"}, {"shape", {3}}}}}};
+  json eval = {
+      {"inputs", {st("a"), st("b"), common_in[0], common_in[1]}},
+      {"nodes", {node("sl", "aten.sum.dim_IntList", {"input0"},
+                      {{"dim", {1}}, {"keepdim", false}, {"dtype", nullptr}}, "float32", {2})}},
+      {"outputs",
+       {{{"value", "input0"}, {"role", "output"}, {"dtype", "float32"}, {"shape", {2, 3}}},
+        {{"value", "sl"}, {"role", "sample_loss"}, {"dtype", "float32"}, {"shape", {2}}}}}};
+  json state = json::array();
+  for (const char* n : {"a", "b"})
+    state.push_back({{"name", n}, {"kind", "param"}, {"dtype", "float32"}, {"shape", {3}}});
+  json program = {{"format", "trainstep"}, {"version", 1}, {"name", "swap"}, {"batch_size", 2},
+                  {"optimizer", {{"lr", 0.1}}}, {"state", state},
+                  {"functions", {{"train_step", train}, {"eval_step", eval}}}};
+  HostTensor a(DType::F32, {3}), b(DType::F32, {3});
+  for (int i = 0; i < 3; ++i) {
+    a.view.as<float>()[i] = float(i);
+    b.view.as<float>()[i] = float(10 + i);
+  }
+  std::string path = dir + "/swap.tstep";
+  ts::write_safetensors(path, {{"format", "trainstep"}, {"format_version", "1"},
+                               {"program", program.dump()}},
+                        {{"state/a", &a.view}, {"state/b", &b.view}});
+  auto s = ts::Session::open(path);
+  HostTensor x(DType::F32, {2, 3}), y(DType::I64, {2});
+  s->train_step({x.view}, y.view);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(s->state("a").as<float>()[i], float(10 + i));
+    EXPECT_EQ(s->state("b").as<float>()[i], float(i));
+  }
+}
