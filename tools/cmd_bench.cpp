@@ -1,5 +1,6 @@
 // `trainstep bench ARTIFACT`: times train_step on the artifact's golden batch.
-// Final line: step_ms_median=<x>. --profile adds time per op and the share
+// Prints the train_step memory plan, then the timings. Final line:
+// step_ms_median=<x>. --profile adds time per op and the share
 // of the step spent outside the kernels.
 #include <algorithm>
 #include <chrono>
@@ -77,7 +78,11 @@ void add_bench(CLI::App& app, Action& action) {
       const ts::Tensor& y = a.tensor("golden/step0/target").view;
       for (int i = 0; i < *warmup; ++i) s->train_step(xs, y);
       s->set_profiling(*profile);
+      size_t state_bytes = 0;
+      for (const auto& n : s->state_names()) state_bytes += s->state(n).nbytes();
+      std::printf("%s\n", ts::memory_summary(s->train_executor().plan(), state_bytes).c_str());
       std::vector<double> ms;
+      ms.reserve(*steps);  // the timed loop allocates nothing
       double total = 0;
       for (int i = 0; i < *steps; ++i) {
         auto t = clock::now();

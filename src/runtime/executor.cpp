@@ -6,43 +6,21 @@
 
 namespace ts {
 
-Executor::Executor(const Function& f, int threads) : f_(f), threads_(threads) {
+Executor::Executor(const Function& f, int threads, bool inplace)
+    : f_(f), threads_(threads), plan_(plan_memory(f, inplace)) {
   // Before any kernel is built: an OpenMP pool started wider than asked
   // would keep idle threads spinning.
   if (threads_ > 0) omp_set_num_threads(threads_);
   const size_t nv = f.value_names.size();
   values_.resize(nv);
-  alias_of_.resize(nv);
   for (size_t v = 0; v < nv; ++v) {
     values_[v].dtype = f.value_types[v].dtype;
     values_[v].shape = f.value_types[v].shape;
-    alias_of_[v] = static_cast<int>(v);
   }
-  // Which values someone reads: kernels may skip outputs nobody needs.
-  std::vector<bool> used(nv, false);
-  for (const auto& n : f.nodes)
-    for (int v : n.inputs)
-      if (v >= 0) used[v] = true;
-  for (const auto& p : f.outputs) used[p.value] = true;
-
-  // Arena slots: one per produced value (a lifetime-based planner can
-  // replace this without touching the kernels).
-  std::vector<size_t> offset(nv, SIZE_MAX);
-  size_t total = 0;
-  for (const auto& n : f.nodes) {
-    for (int v : n.outputs) {
-      if (v < 0) continue;
-      if (n.def->alias_input0) {
-        alias_of_[v] = alias_of_[n.inputs.at(0)];
-        continue;
-      }
-      offset[v] = total;
-      total += (f.value_types[v].nbytes() + 63) / 64 * 64;
-    }
-  }
-  arena_ = Buffer(total);
+  arena_ = Buffer(plan_.arena_bytes);
   for (size_t v = 0; v < nv; ++v)
-    if (offset[v] != SIZE_MAX) values_[v].data = static_cast<char*>(arena_.data()) + offset[v];
+    if (plan_.has_slot(int(v)))
+      values_[v].data = static_cast<char*>(arena_.data()) + plan_.offset[v];
 
   for (const auto& n : f.nodes) {
     if (n.def->alias_input0) continue;
@@ -61,12 +39,14 @@ Executor::Executor(const Function& f, int threads) : f_(f), threads_(threads) {
     s.kernel = n.def->make(kctx);
     s.in.resize(n.inputs.size());
     s.out.resize(n.outputs.size());
+    s.out_live.resize(n.outputs.size());
     for (size_t k = 0; k < n.inputs.size(); ++k)
       if (n.inputs[k] >= 0) s.in[k] = values_[n.inputs[k]];
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       s.out[k].dtype = out_types[k].dtype;
       s.out[k].shape = out_types[k].shape;
-      if (n.outputs[k] >= 0 && used[n.outputs[k]]) s.out[k] = values_[n.outputs[k]];
+      // Data pointers (arena, bound inputs, donated buffers) are set by refresh().
+      s.out_live[k] = n.outputs[k] >= 0 && plan_.live[n.outputs[k]];
     }
     times_.push_back({&n, 0});
     steps_.push_back(std::move(s));
@@ -83,13 +63,15 @@ void Executor::bind_input(int i, void* data) {
 }
 
 void Executor::refresh() {
+  // Views and donated outputs take their root's pointer (an arena slot or
+  // caller-bound memory); roots are never aliases themselves.
   for (size_t v = 0; v < values_.size(); ++v)
-    if (alias_of_[v] != static_cast<int>(v)) values_[v].data = values_[alias_of_[v]].data;
+    if (plan_.root[v] != static_cast<int>(v)) values_[v].data = values_[plan_.root[v]].data;
   for (auto& s : steps_) {
     for (size_t k = 0; k < s.in.size(); ++k)
       s.in[k].data = s.node->inputs[k] >= 0 ? values_[s.node->inputs[k]].data : nullptr;
     for (size_t k = 0; k < s.out.size(); ++k)
-      if (s.out[k].data) s.out[k].data = values_[s.node->outputs[k]].data;
+      s.out[k].data = s.out_live[k] ? values_[s.node->outputs[k]].data : nullptr;
   }
   dirty_ = false;
 }

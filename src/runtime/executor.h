@@ -1,20 +1,27 @@
 // Compiles one IR function for the CPU and runs it.
 //
 // compile (constructor): builds every node's kernel (ops precompute
-// primitives and strides here) and assigns every value a slot in one arena.
-// bind: function inputs point at caller-owned memory. run: calls the kernels
-// in order and never allocates.
+// primitives and strides here) and places every value by a static memory
+// plan (runtime/memory_plan.h): values whose lifetimes do not overlap share
+// arena bytes. bind: function inputs point at caller-owned memory. run: calls
+// the kernels in order and never allocates.
+//
+// inplace: new-state outputs the plan can donate are written straight into
+// the memory bound to their state input (output(i).data then equals that
+// pointer), so the caller's state buffers are overwritten by run(). Without
+// it, bound inputs are only read.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "ir/program.h"
+#include "runtime/memory_plan.h"
 
 namespace ts {
 
 class Executor {
  public:
-  Executor(const Function& f, int threads);
+  Executor(const Function& f, int threads, bool inplace = false);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -32,9 +39,12 @@ class Executor {
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<NodeTime>& profile() const { return times_; }
   void reset_profile();
+  // After run(), only outputs are sure to hold their values: intermediates
+  // whose lifetimes ended may have been overwritten (shared arena bytes).
   const Tensor& value(int id) const { return values_[id]; }
   const Tensor& output(int i) const { return values_[f_.outputs[i].value]; }
   size_t arena_bytes() const { return arena_.size(); }
+  const MemoryPlan& plan() const { return plan_; }
 
  private:
   void refresh();  // re-resolves data pointers after a bind
@@ -43,11 +53,12 @@ class Executor {
     const Node* node;
     std::unique_ptr<Kernel> kernel;
     std::vector<Tensor> in, out;
+    std::vector<bool> out_live;  // false: nobody reads it, the kernel gets nullptr
   };
   const Function& f_;
   int threads_;
   std::vector<Tensor> values_;
-  std::vector<int> alias_of_;  // value -> value whose memory it shares (itself if none)
+  MemoryPlan plan_;  // plan_.root: value -> value whose memory it shares (itself if none)
   std::vector<Step> steps_;
   Buffer arena_;
   bool dirty_ = true;

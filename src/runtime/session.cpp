@@ -13,6 +13,11 @@ namespace {
 constexpr const char* kCheckpointFormat = "trainstep-checkpoint";
 constexpr const char* kCheckpointVersion = "1";
 
+// Tensor::type() copies the shape: compare in place, this runs every step.
+bool has_type(const Tensor& t, const TensorType& want) {
+  return t.dtype == want.dtype && t.shape == want.shape;
+}
+
 std::vector<int> slots_of(const Function& f, const char* role) {
   std::vector<int> r;
   for (size_t i = 0; i < f.inputs.size(); ++i)
@@ -49,8 +54,10 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   optimize(*eval_fn_, o.compile);
   const Function& tf = *train_fn_;
   const Function& ef = *eval_fn_;
-  train_ = std::make_unique<Executor>(tf, o.threads);
-  eval_ = std::make_unique<Executor>(ef, o.threads);
+  // In place: new state is written into state_'s buffers where the plan
+  // allows (the copy-back below then finds equal pointers and skips).
+  train_ = std::make_unique<Executor>(tf, o.threads, o.compile.inplace);
+  eval_ = std::make_unique<Executor>(ef, o.threads, o.compile.inplace);
   for (auto* ex : {train_.get(), eval_.get()}) {
     const Function& f = ex->function();
     for (size_t i = 0; i < f.inputs.size(); ++i) {
@@ -108,10 +115,10 @@ void Session::check_batch(const char* fn, const std::vector<Tensor>& inputs, con
     fail(std::string(fn) + ": expected " + std::to_string(slots.size()) + " model input(s), got " +
          std::to_string(inputs.size()));
   for (size_t i = 0; i < slots.size(); ++i)
-    if (inputs[i].type() != f.inputs[slots[i]].type || !inputs[i].data)
+    if (!has_type(inputs[i], f.inputs[slots[i]].type) || !inputs[i].data)
       fail(std::string(fn) + ": input " + std::to_string(i) + " is " + inputs[i].type().str() +
            ", expected " + f.inputs[slots[i]].type.str() + " (the artifact's batch)");
-  if (target.type() != f.inputs[target_slot].type || !target.data)
+  if (!has_type(target, f.inputs[target_slot].type) || !target.data)
     fail(std::string(fn) + ": target is " + target.type().str() + ", expected " +
          f.inputs[target_slot].type.str());
 }
