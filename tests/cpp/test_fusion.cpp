@@ -223,6 +223,39 @@ TEST(FusedKernel, ZeroDInputsChangeBetweenRuns) {
   EXPECT_EQ(out.view.as<float>()[3], 12.0f);
 }
 
+// In-place planning may give an output the buffer of a same-typed input
+// that dies at the fused node: the result must not change, also when a
+// later member still reads that input.
+TEST(FusedKernel, OutputSharingAnInputBuffer) {
+  Prog p;  // inputs: 0 x, 1 y
+  int a = p.add("aten.mul.Scalar", {{"other", 2}}, {in(0)});
+  int b = p.add("aten.add.Tensor", {{"alpha", 1}}, {in(0), m(a)});  // reads x after a
+  int c = p.add("aten.sub.Tensor", {{"alpha", 1}}, {m(b), in(1)});
+  p.out(a);
+  p.out(c);
+  json attrs = {{"members", p.members}, {"outputs", p.outputs}};
+  std::mt19937 rng(5);
+  const int64_t n = 5000;
+  auto x = elemtest::random(DType::F32, {n}, rng);
+  auto y = elemtest::random(DType::F32, {n}, rng);
+  auto want = elemtest::run("trainstep.fused_elementwise", attrs, {x, y}, 1);
+  auto ctx = elemtest::node_ctx("trainstep.fused_elementwise", attrs, {x, y});
+  const auto& def = elemtest::op_def("trainstep.fused_elementwise");
+  auto types = def.infer(ctx);
+  ts::KernelCtx kc{ctx, types, 1};
+  auto k = def.make(kc);
+  for (int share = 0; share < 2; ++share) {  // a into x's buffer, then c into y's
+    auto x2 = elemtest::tensor(DType::F32, {n}, elemtest::values(x));
+    auto y2 = elemtest::tensor(DType::F32, {n}, elemtest::values(y));
+    ts::HostTensor other(DType::F32, {n});
+    ts::Tensor it[2] = {x2.tensor(), y2.tensor()};
+    ts::Tensor ot[2] = {share == 0 ? x2.tensor() : other.view, share == 1 ? y2.tensor() : other.view};
+    k->run(it, ot);
+    expect_same(ot[0], want[0].tensor(), "a, share " + std::to_string(share));
+    expect_same(ot[1], want[1].tensor(), "c, share " + std::to_string(share));
+  }
+}
+
 TEST(FusedKernel, InferChecksMembers) {
   Prog p;
   p.out(p.add("aten.sum.default", {{"dtype", nullptr}}, {in(0)}));
