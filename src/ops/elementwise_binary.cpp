@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ops/broadcast.h"
+#include "ops/tile.h"
 
 namespace ts {
 
@@ -66,6 +67,58 @@ void bin_loop(const BcastPlan& p, const T* a, const T* b, O* o, F f) {
   }
 }
 
+// The expression of each op, shared by the kernel loops and the float32
+// tile form (so fused and unfused results agree bit for bit): g(f) is
+// called with the op's functor f(x, y).
+template <class T, class G>
+void with_arith_fn(Bin op, T al, G&& g) {
+  const bool unit = al == T(1);
+  switch (op) {
+    case Bin::Add:
+      if (unit) g([](T x, T y) { return x + y; });
+      else g([al](T x, T y) { return x + al * y; });
+      break;
+    case Bin::Sub:
+      if (unit) g([](T x, T y) { return x - y; });
+      else g([al](T x, T y) { return x - al * y; });
+      break;
+    case Bin::Mul: g([](T x, T y) { return x * y; }); break;
+    case Bin::Div: g([](T x, T y) { return x / y; }); break;
+    case Bin::Max: g([](T x, T y) { return (x > y || x != x) ? x : y; }); break;
+    case Bin::Min: g([](T x, T y) { return (x < y || x != x) ? x : y; }); break;
+    default:  // Pow
+      if constexpr (std::is_floating_point_v<T>) g([](T x, T y) { return std::pow(x, y); });
+      else g([](T x, T y) { return int_pow(x, y); });
+  }
+}
+
+template <class T, class G>
+void with_cmp_fn(Bin op, G&& g) {
+  switch (op) {
+    case Bin::Eq: g([](T x, T y) { return x == y; }); break;
+    case Bin::Ne: g([](T x, T y) { return x != y; }); break;
+    case Bin::Lt: g([](T x, T y) { return x < y; }); break;
+    case Bin::Le: g([](T x, T y) { return x <= y; }); break;
+    case Bin::Gt: g([](T x, T y) { return x > y; }); break;
+    default: g([](T x, T y) { return x >= y; }); break;
+  }
+}
+
+// pow with a constant exponent: the common exponents avoid std::pow (as
+// PyTorch does), which is both faster and what PyTorch computes.
+template <class T, class G>
+void with_pow_scalar_fn(double expo, G&& g) {
+  const T e = static_cast<T>(expo);
+  if (expo == 2) g([](T x) { return x * x; });
+  else if (expo == 3) g([](T x) { return x * x * x; });
+  else if (expo == 0.5) g([](T x) { return std::sqrt(x); });
+  else if (expo == -0.5) g([](T x) { return T(1) / std::sqrt(x); });
+  else if (expo == -1) g([](T x) { return T(1) / x; });
+  else if (expo == -2) g([](T x) { return T(1) / (x * x); });
+  else if (expo == 1) g([](T x) { return x; });
+  else g([e](T x) { return std::pow(x, e); });
+}
+
 struct BinKernel : Kernel {
   Bin op;
   DType ct;      // compute dtype
@@ -86,14 +139,7 @@ struct BinKernel : Kernel {
     const BcastPlan& p = plan;
     if (is_cmp(op)) {
       bool* o = static_cast<bool*>(out);
-      switch (op) {
-        case Bin::Eq: bin_loop(p, a, b, o, [](T x, T y) { return x == y; }); break;
-        case Bin::Ne: bin_loop(p, a, b, o, [](T x, T y) { return x != y; }); break;
-        case Bin::Lt: bin_loop(p, a, b, o, [](T x, T y) { return x < y; }); break;
-        case Bin::Le: bin_loop(p, a, b, o, [](T x, T y) { return x <= y; }); break;
-        case Bin::Gt: bin_loop(p, a, b, o, [](T x, T y) { return x > y; }); break;
-        default: bin_loop(p, a, b, o, [](T x, T y) { return x >= y; }); break;
-      }
+      with_cmp_fn<T>(op, [&](auto f) { bin_loop(p, a, b, o, f); });
       return;
     }
     T* o = static_cast<T*>(out);
@@ -105,56 +151,18 @@ struct BinKernel : Kernel {
         bin_loop(p, a, b, o, [](T x, T y) { return static_cast<bool>(x & y); });
     } else {
       const T al = std::is_floating_point_v<T> ? static_cast<T>(alpha) : static_cast<T>(alpha_i);
-      const bool unit = al == T(1);
-      switch (op) {
-        case Bin::Add:
-          if (unit) bin_loop(p, a, b, o, [](T x, T y) { return x + y; });
-          else bin_loop(p, a, b, o, [al](T x, T y) { return x + al * y; });
-          break;
-        case Bin::Sub:
-          if (unit) bin_loop(p, a, b, o, [](T x, T y) { return x - y; });
-          else bin_loop(p, a, b, o, [al](T x, T y) { return x - al * y; });
-          break;
-        case Bin::Mul: bin_loop(p, a, b, o, [](T x, T y) { return x * y; }); break;
-        case Bin::Div: bin_loop(p, a, b, o, [](T x, T y) { return x / y; }); break;
-        case Bin::Max:
-          bin_loop(p, a, b, o, [](T x, T y) { return (x > y || x != x) ? x : y; });
-          break;
-        case Bin::Min:
-          bin_loop(p, a, b, o, [](T x, T y) { return (x < y || x != x) ? x : y; });
-          break;
-        default:  // Pow
-          if constexpr (std::is_floating_point_v<T>) {
-            if (scalar_pow) {
-              run_pow_scalar(a, o);
-              return;
-            }
-            bin_loop(p, a, b, o, [](T x, T y) { return std::pow(x, y); });
-          } else {
-            bin_loop(p, a, b, o, [](T x, T y) { return int_pow(x, y); });
-          }
-      }
-    }
-  }
-
-  // pow with a constant exponent: the common exponents avoid std::pow (as
-  // PyTorch does), which is both faster and what PyTorch computes.
-  template <class T>
-  void run_pow_scalar(const T* a, T* o) {
-    const int64_t n = plan.numel;
-    const T e = static_cast<T>(expo);
-    auto loop = [&](auto f) {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (op == Bin::Pow && scalar_pow) {
+          const int64_t n = p.numel;
+          with_pow_scalar_fn<T>(expo, [&](auto f) {
 #pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
-    };
-    if (expo == 2) loop([](T x) { return x * x; });
-    else if (expo == 3) loop([](T x) { return x * x * x; });
-    else if (expo == 0.5) loop([](T x) { return std::sqrt(x); });
-    else if (expo == -0.5) loop([](T x) { return T(1) / std::sqrt(x); });
-    else if (expo == -1) loop([](T x) { return T(1) / x; });
-    else if (expo == -2) loop([](T x) { return T(1) / (x * x); });
-    else if (expo == 1) loop([](T x) { return x; });
-    else loop([e](T x) { return std::pow(x, e); });
+            for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+          });
+          return;
+        }
+      }
+      with_arith_fn<T>(op, al, [&](auto f) { bin_loop(p, a, b, o, f); });
+    }
   }
 
   void run(const Tensor* in, Tensor* out) override {
@@ -243,7 +251,87 @@ std::unique_ptr<Kernel> bin_make(const KernelCtx& kc) {
   return k;
 }
 
+// ---- float32 tile forms ----
+// Arithmetic needs a float32 compute and output dtype; comparisons compare
+// in float32, or in bool (0/1 floats compare alike).
+template <Bin OP, bool Attr>
+std::unique_ptr<TileOp> bin_tile(const NodeCtx& ctx) {
+  const char* key = OP == Bin::Pow ? "exponent" : "other";
+  auto t = operand_types<Attr>(ctx, key);
+  auto [ct, out] = bin_types(ctx, OP, t);
+  if (!tile_operands_ok(ctx)) return nullptr;
+  if (is_cmp(OP) ? (ct != DType::F32 && ct != DType::Bool) : (ct != DType::F32 || out != DType::F32))
+    return nullptr;
+  float other = 0;
+  if (Attr) {  // the attribute as the kernel stores it in ct, then as float
+    double d = ctx.attr_float(key);
+    int64_t i = ctx.attrs().at(key).is_number_integer() || ctx.attrs().at(key).is_boolean()
+                    ? ctx.attr_int(key)
+                    : static_cast<int64_t>(d);
+    alignas(16) unsigned char v[16] = {};
+    store_scalar(v, ct, d, i);
+    cast_buffer(v, ct, &other, DType::F32, 1);
+  }
+  std::unique_ptr<TileOp> r;
+  if (is_cmp(OP)) {
+    with_cmp_fn<float>(OP, [&](auto f) {
+      if (Attr) r = std::make_unique<BinaryConstTile<decltype(f), true>>(f, other);
+      else r = std::make_unique<BinaryTile<decltype(f), true>>(f);
+    });
+    return r;
+  }
+  if (OP == Bin::Pow && Attr) {
+    with_pow_scalar_fn<float>(ctx.attr_float(key),
+                              [&](auto f) { r = std::make_unique<UnaryTile<decltype(f)>>(f); });
+    return r;
+  }
+  const float al = ctx.has_attr("alpha") ? static_cast<float>(ctx.attr_float("alpha")) : 1.0f;
+  with_arith_fn<float>(OP, al, [&](auto f) {
+    if (Attr) r = std::make_unique<BinaryConstTile<decltype(f)>>(f, other);
+    else r = std::make_unique<BinaryTile<decltype(f)>>(f);
+  });
+  return r;
+}
+
 // ---- where.self ----
+// Operands full-size or one element (C1/A1/B1): the loop the fast path and
+// the tile form share.
+// (One-element operands are read before the loop and bool conditions as
+// bytes: both keep GCC vectorising it.)
+template <class T, bool C1, bool A1, bool B1, class C>
+void where_loop(const C* c, const T* a, const T* b, T* o, int64_t n) {
+  if (n <= 0) return;
+  const C c0 = c[0];
+  const T a0 = a[0], b0 = b[0];
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = A1 ? a0 : a[i], y = B1 ? b0 : b[i];
+    o[i] = (C1 ? c0 : c[i]) != 0 ? x : y;
+  }
+}
+
+template <class T, bool C1, bool A1, bool B1>
+void where_flat(const bool* cond, const T* a, const T* b, T* o, int64_t n) {
+  const uint8_t* c = reinterpret_cast<const uint8_t*>(cond);
+  if (n <= kParallelMin) return where_loop<T, C1, A1, B1>(c, a, b, o, n);
+#pragma omp parallel
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
+    where_loop<T, C1, A1, B1>(c + (C1 ? 0 : i0), a + (A1 ? 0 : i0), b + (B1 ? 0 : i0),
+                              o + i0, i1 - i0);
+  }
+}
+
+// cond arrives as 0/1 floats.
+struct WhereTile : TileOp {
+  void run(const float* const* in, float* out, int64_t n) const override {
+    const float* c = in[0];
+    const float* a = in[1];
+    const float* b = in[2];
+    where_loop<float, false, false, false>(c, a, b, out, n);
+  }
+};
+
 struct WhereKernel : Kernel {
   DType ct, out_dt;
   BcastPlan plan;
@@ -253,10 +341,20 @@ struct WhereKernel : Kernel {
   template <class T>
   void run_typed(const bool* c, const T* a, const T* b, T* o) {
     const BcastPlan& p = plan;
-    if (p.flat[0] && p.flat[1] && p.flat[2]) {
-#pragma omp parallel for if (p.numel > kParallelMin)
-      for (int64_t i = 0; i < p.numel; ++i) o[i] = c[i] ? a[i] : b[i];
-      return;
+    // Fast path: every operand full-size or a single element.
+    const bool s0 = !p.flat[0], s1 = !p.flat[1], s2 = !p.flat[2];
+    if ((p.flat[0] || p.scalar[0]) && (p.flat[1] || p.scalar[1]) && (p.flat[2] || p.scalar[2])) {
+      const int sel = (s0 ? 4 : 0) | (s1 ? 2 : 0) | (s2 ? 1 : 0);
+      switch (sel) {
+        case 0: return where_flat<T, false, false, false>(c, a, b, o, p.numel);
+        case 1: return where_flat<T, false, false, true>(c, a, b, o, p.numel);
+        case 2: return where_flat<T, false, true, false>(c, a, b, o, p.numel);
+        case 3: return where_flat<T, false, true, true>(c, a, b, o, p.numel);
+        case 4: return where_flat<T, true, false, false>(c, a, b, o, p.numel);
+        case 5: return where_flat<T, true, false, true>(c, a, b, o, p.numel);
+        case 6: return where_flat<T, true, true, false>(c, a, b, o, p.numel);
+        default: return where_flat<T, true, true, true>(c, a, b, o, p.numel);
+      }
     }
     bcast_for_rows(p, [&](int64_t oo, const int64_t* off, int64_t len, const int64_t* st) {
       const bool* pc = c + off[0];
@@ -309,9 +407,15 @@ std::unique_ptr<Kernel> where_make(const KernelCtx& kc) {
   return k;
 }
 
+std::unique_ptr<TileOp> where_tile(const NodeCtx& ctx) {
+  if (!tile_operands_ok(ctx)) return nullptr;
+  if (result_type({ctx.input(1), ctx.input(2)}) != DType::F32) return nullptr;
+  return std::make_unique<WhereTile>();
+}
+
 template <Bin OP, bool Attr>
 OpDef bin_def(const std::string& name, const std::string& doc) {
-  return OpDef{name, doc, &bin_infer<OP, Attr>, &bin_make<OP, Attr>, false};
+  return OpDef{name, doc, &bin_infer<OP, Attr>, &bin_make<OP, Attr>, false, &bin_tile<OP, Attr>, true};
 }
 
 }  // namespace
@@ -342,17 +446,22 @@ void register_elementwise_binary_ops(OpRegistry& r) {
                     bin_infer<Bin::Le, true>, bin_infer<Bin::Gt, true>, bin_infer<Bin::Ge, true>};
   const Mk sm[] = {bin_make<Bin::Eq, true>, bin_make<Bin::Ne, true>, bin_make<Bin::Lt, true>,
                    bin_make<Bin::Le, true>, bin_make<Bin::Gt, true>, bin_make<Bin::Ge, true>};
+  using Tl = std::unique_ptr<TileOp> (*)(const NodeCtx&);
+  const Tl tt[] = {bin_tile<Bin::Eq, false>, bin_tile<Bin::Ne, false>, bin_tile<Bin::Lt, false>,
+                   bin_tile<Bin::Le, false>, bin_tile<Bin::Gt, false>, bin_tile<Bin::Ge, false>};
+  const Tl st[] = {bin_tile<Bin::Eq, true>, bin_tile<Bin::Ne, true>, bin_tile<Bin::Lt, true>,
+                   bin_tile<Bin::Le, true>, bin_tile<Bin::Gt, true>, bin_tile<Bin::Ge, true>};
   for (int i = 0; i < 6; ++i) {
     r.add(OpDef{std::string("aten.") + cmp[i] + ".Tensor",
                 std::string("self ") + sym[i] + " other -> bool; broadcasts; compared in the promoted dtype",
-                ti[i], tm[i], false});
+                ti[i], tm[i], false, tt[i], true});
     r.add(OpDef{std::string("aten.") + cmp[i] + ".Scalar",
                 std::string("self ") + sym[i] + " other (attr number) -> bool; compared in the promoted dtype",
-                si[i], sm[i], false});
+                si[i], sm[i], false, st[i], true});
   }
   r.add(OpDef{"aten.where.self",
               "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other",
-              &where_infer, &where_make, false});
+              &where_infer, &where_make, false, &where_tile, true});
 }
 
 }  // namespace ts

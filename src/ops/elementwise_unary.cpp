@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/broadcast.h"
+#include "ops/tile.h"
 
 namespace ts {
 
@@ -22,34 +23,41 @@ void un_loop(const T* a, T* o, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
 }
 
-template <class T>
-void run_un(Un op, const T* a, T* o, int64_t n) {
+// The expression of each op, shared by the kernel loop and the float32 tile
+// form: g(f) is called with the op's functor f(x). Not for bool.
+template <class T, class G>
+void with_un_fn(Un op, G&& g) {
   if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
-      case Un::Exp: return un_loop(a, o, n, [](T x) { return std::exp(x); });
-      case Un::Log: return un_loop(a, o, n, [](T x) { return std::log(x); });
-      case Un::Sqrt: return un_loop(a, o, n, [](T x) { return std::sqrt(x); });
-      case Un::Rsqrt: return un_loop(a, o, n, [](T x) { return T(1) / std::sqrt(x); });
-      case Un::Sigmoid: return un_loop(a, o, n, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
-      case Un::Tanh: return un_loop(a, o, n, [](T x) { return std::tanh(x); });
-      case Un::Reciprocal: return un_loop(a, o, n, [](T x) { return T(1) / x; });
+      case Un::Exp: return g([](T x) { return std::exp(x); });
+      case Un::Log: return g([](T x) { return std::log(x); });
+      case Un::Sqrt: return g([](T x) { return std::sqrt(x); });
+      case Un::Rsqrt: return g([](T x) { return T(1) / std::sqrt(x); });
+      case Un::Sigmoid: return g([](T x) { return T(1) / (T(1) + std::exp(-x)); });
+      case Un::Tanh: return g([](T x) { return std::tanh(x); });
+      case Un::Reciprocal: return g([](T x) { return T(1) / x; });
       default: break;
     }
   }
+  switch (op) {
+    case Un::Neg: return g([](T x) { return static_cast<T>(-x); });
+    case Un::Abs:
+      if constexpr (std::is_unsigned_v<T>) return g([](T x) { return x; });
+      else return g([](T x) { return x < 0 ? static_cast<T>(-x) : x; });
+    case Un::Relu:  // NaN propagates, as in PyTorch (x < 0 is false for NaN)
+      return g([](T x) { return x < 0 ? T(0) : x; });
+    case Un::Sign:
+      return g([](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
+    default: break;
+  }
+}
+
+template <class T>
+void run_un(Un op, const T* a, T* o, int64_t n) {
   if constexpr (std::is_same_v<T, bool>) {
     std::memcpy(o, a, static_cast<size_t>(n));  // abs/sign of bool: identity
   } else {
-    switch (op) {
-      case Un::Neg: return un_loop(a, o, n, [](T x) { return static_cast<T>(-x); });
-      case Un::Abs:
-        if constexpr (std::is_unsigned_v<T>) return un_loop(a, o, n, [](T x) { return x; });
-        else return un_loop(a, o, n, [](T x) { return x < 0 ? static_cast<T>(-x) : x; });
-      case Un::Relu:  // NaN propagates, as in PyTorch (x < 0 is false for NaN)
-        return un_loop(a, o, n, [](T x) { return x < 0 ? T(0) : x; });
-      case Un::Sign:
-        return un_loop(a, o, n, [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
-      default: break;
-    }
+    with_un_fn<T>(op, [&](auto f) { un_loop(a, o, n, f); });
   }
 }
 
@@ -87,6 +95,30 @@ std::unique_ptr<Kernel> un_make(const KernelCtx& kc) {
   return k;
 }
 
+// Float32 output; the input float32, bool (cast to 0/1 as the kernel's
+// CastSlot does) or one element.
+template <Un OP>
+std::unique_ptr<TileOp> un_tile(const NodeCtx& ctx) {
+  if (!tile_operands_ok(ctx) || un_infer<OP>(ctx)[0].dtype != DType::F32) return nullptr;
+  std::unique_ptr<TileOp> r;
+  with_un_fn<float>(OP, [&](auto f) { r = std::make_unique<UnaryTile<decltype(f)>>(f); });
+  return r;
+}
+
+// clone and _to_copy between float32 and bool: 0/1 floats stay, a float
+// becomes bool as cast_buffer makes it (nonzero, NaN included, is true).
+std::unique_ptr<TileOp> copy_tile_for(const NodeCtx& ctx, DType out) {
+  const DType in = ctx.input(0).dtype;
+  auto fb = [](DType t) { return t == DType::F32 || t == DType::Bool; };
+  if (!fb(in) || !fb(out)) return nullptr;
+  if (in == DType::F32 && out == DType::Bool) {
+    auto f = [](float x) { return static_cast<bool>(x) ? 1.0f : 0.0f; };
+    return std::make_unique<UnaryTile<decltype(f)>>(f);
+  }
+  auto f = [](float x) { return x; };
+  return std::make_unique<UnaryTile<decltype(f)>>(f);
+}
+
 std::vector<TensorType> clone_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
   return {{ctx.input(0).dtype, ctx.input(0).shape}};
@@ -103,9 +135,17 @@ std::vector<TensorType> to_copy_infer(const NodeCtx& ctx) {
   return {{ctx.attr_dtype("dtype").value_or(ctx.input(0).dtype), ctx.input(0).shape}};
 }
 
+std::unique_ptr<TileOp> clone_tile(const NodeCtx& ctx) {
+  return copy_tile_for(ctx, clone_infer(ctx)[0].dtype);
+}
+
+std::unique_ptr<TileOp> to_copy_tile(const NodeCtx& ctx) {
+  return copy_tile_for(ctx, to_copy_infer(ctx)[0].dtype);
+}
+
 template <Un OP>
 OpDef un_def(const std::string& name, const std::string& doc) {
-  return OpDef{name, doc, &un_infer<OP>, &un_make<OP>, false};
+  return OpDef{name, doc, &un_infer<OP>, &un_make<OP>, false, &un_tile<OP>, true};
 }
 
 }  // namespace
@@ -124,9 +164,9 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));
   r.add(un_def<Un::Sign>("aten.sign.default", "-1, 0 or 1 by sign of self (NaN -> 0); any dtype"));
   r.add(OpDef{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
-              &clone_infer, &clone_make, false});
+              &clone_infer, &clone_make, false, &clone_tile, true});
   r.add(OpDef{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
-              &to_copy_infer, &clone_make, false});
+              &to_copy_infer, &clone_make, false, &to_copy_tile, true});
 }
 
 }  // namespace ts

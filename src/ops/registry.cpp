@@ -13,6 +13,7 @@ void register_index_ops(OpRegistry&);
 void register_shape_ops(OpRegistry&);
 void register_creation_ops(OpRegistry&);
 void register_random_ops(OpRegistry&);
+void register_fused_ops(OpRegistry&);
 
 const OpRegistry& OpRegistry::get() {
   static const OpRegistry reg = [] {
@@ -26,6 +27,7 @@ const OpRegistry& OpRegistry::get() {
     register_shape_ops(r);
     register_creation_ops(r);
     register_random_ops(r);
+    register_fused_ops(r);
     return r;
   }();
   return reg;

@@ -2,6 +2,7 @@
 
 #include "ir/rewrite.h"
 #include "passes/cleanup.h"
+#include "passes/fuse_elementwise.h"
 
 namespace ts {
 
@@ -40,7 +41,9 @@ void cleanup(Function& f) {
 
 void optimize(Function& f, const CompileOptions& o) {
   if (o.cleanup) cleanup(f);
-  // Later passes (fusion, in-place) go here, after cleanup.
+  // Fusion after cleanup: the groups then see folded constants and no
+  // no-op arithmetic. In-place planning happens in the executor's memory plan.
+  if (o.fusion) fuse_elementwise(f);
 }
 
 }  // namespace ts
