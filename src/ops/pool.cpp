@@ -1,20 +1,19 @@
 // 2-D max pooling with PyTorch's index format (flat h*W+w within each input
 // plane), hand-written so indices match exactly. Parallel over N*C planes.
+// Windows that tile the input (kernel == stride, no padding or dilation, the
+// common 2x2/2 case) take a branch-free fast path with the same results.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "ops/op.h"
+#include "ops/pool.h"
 
 namespace ts {
 namespace {
 
-struct PoolGeom {
-  int64_t planes, H, W, OH, OW;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-  Shape out_shape;
-};
+using pool_detail::PoolGeom;
 
 // PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode
 // the last window must start inside the input or the left padding.
@@ -68,43 +67,17 @@ std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
   return {{DType::F32, g.out_shape}, {DType::I64, g.out_shape}};
 }
 
-// Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
-// first max wins (strict >), and any NaN is taken as the max.
-void pool_fwd(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
-#pragma omp parallel for
-  for (int64_t p = 0; p < g.planes; ++p) {
-    const float* xp = x + p * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t h0 = oh * g.sh - g.ph;
-      int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
-      while (h0 < 0) h0 += g.dh;
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t w0 = ow * g.sw - g.pw;
-        int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
-        while (w0 < 0) w0 += g.dw;
-        int64_t best_i = h0 * g.W + w0;
-        float best = -std::numeric_limits<float>::infinity();
-        for (int64_t h = h0; h < h1; h += g.dh)
-          for (int64_t w = w0; w < w1; w += g.dw) {
-            float v = xp[h * g.W + w];
-            if (v > best || std::isnan(v)) {
-              best = v;
-              best_i = h * g.W + w;
-            }
-          }
-        int64_t o = p * g.OH * g.OW + oh * g.OW + ow;
-        if (y) y[o] = best;
-        if (idx) idx[o] = best_i;
-      }
-    }
-  }
-}
-
 std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
   PoolGeom g = pool_geom(k.node, k.node.input(0));
-  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+  bool tiled = pool_detail::max_pool_tiles(g);
+  return make_fn_kernel([g, tiled](const Tensor* in, Tensor* out) {
     if (!out[0].data && !out[1].data) return;
-    pool_fwd(g, in[0].as<float>(), out[0].as<float>(), out[1].as<int64_t>());
+    float* y = out[0].as<float>();
+    int64_t* idx = out[1].as<int64_t>();
+    if (tiled && y && idx)
+      pool_detail::max_pool_tiled(g, in[0].as<float>(), y, idx);
+    else
+      pool_detail::max_pool_general(g, in[0].as<float>(), y, idx);
   });
 }
 
@@ -142,6 +115,90 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 }
 
 }  // namespace
+
+namespace pool_detail {
+
+// Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
+// first max wins (strict >), and any NaN is taken as the max.
+void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+#pragma omp parallel for
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t h0 = oh * g.sh - g.ph;
+      int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
+      while (h0 < 0) h0 += g.dh;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t w0 = ow * g.sw - g.pw;
+        int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
+        while (w0 < 0) w0 += g.dw;
+        int64_t best_i = h0 * g.W + w0;
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t h = h0; h < h1; h += g.dh)
+          for (int64_t w = w0; w < w1; w += g.dw) {
+            float v = xp[h * g.W + w];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_i = h * g.W + w;
+            }
+          }
+        int64_t o = p * g.OH * g.OW + oh * g.OW + ow;
+        if (y) y[o] = best;
+        if (idx) idx[o] = best_i;
+      }
+    }
+  }
+}
+
+bool max_pool_tiles(const PoolGeom& g) {
+  return g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 && g.kh == g.sh && g.kw == g.sw &&
+         g.OH * g.kh <= g.H && g.OW * g.kw <= g.W;
+}
+
+namespace {
+
+// One output row of a tiling pool. Scans each window row-major with the
+// general path's rule (a larger value or any NaN replaces the max) written
+// as selects, so there are no data-dependent branches and the 2x2 case
+// vectorises. KH/KW = 0: sizes known only at run time.
+template <int KH, int KW>
+void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, int64_t OW,
+               float* y, int64_t* idx) {
+  if (KH) kh = KH;
+  if (KW) kw = KW;
+  const int64_t row0 = oh * kh * W;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const int64_t first = row0 + ow * kw;
+    float m = xp[first];
+    int64_t bi = first;
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const int64_t at = first + i * W + j;
+        const float v = xp[at];
+        const bool take = v > m || v != v;
+        m = take ? v : m;
+        bi = take ? at : bi;
+      }
+    y[ow] = m;
+    idx[ow] = bi;
+  }
+}
+
+}  // namespace
+
+void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+  auto row = g.kh == 2 && g.kw == 2 ? &tiled_row<2, 2> : &tiled_row<0, 0>;
+#pragma omp parallel for
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t o = (p * g.OH + oh) * g.OW;
+      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, idx + o);
+    }
+  }
+}
+
+}  // namespace pool_detail
 
 void register_pool_ops(OpRegistry& r) {
   r.add({"aten.max_pool2d_with_indices.default",
