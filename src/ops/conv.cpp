@@ -1,6 +1,8 @@
 // 2-D convolution forward and backward on oneDNN. Primitives pick their own
 // (blocked) layouts via format_tag::any; plain NCHW/OIHW tensors at the kernel
 // boundary are reordered in and out through buffers owned by the kernel.
+// trainstep.conv2d_relu (made by the fuse_conv_relu pass) is the forward with
+// an eltwise_relu post-op; it shares the convolution's schema and checks.
 #include <string>
 
 #include "ops/dnnl_util.h"
@@ -123,9 +125,15 @@ struct Port {
 
 class ConvFwdKernel : public Kernel {
  public:
-  ConvFwdKernel(const ConvGeom& g, bool bias) : bias_(bias) {
+  ConvFwdKernel(const ConvGeom& g, bool bias, bool relu) : bias_(bias) {
     ConvMds m = conv_mds(g);
-    auto pd = fwd_pd(m, bias, user_scratchpad_attr());
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    if (relu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    auto pd = fwd_pd(m, bias, attr);
     src_ = Port(m.src, pd.src_desc(), true);
     wei_ = Port(m.wei, pd.weights_desc(), true);
     dst_ = Port(m.dst, pd.dst_desc(), false);
@@ -171,9 +179,10 @@ std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
   return {{DType::F32, {g.N, g.O, g.OH, g.OW}}};
 }
 
+template <bool Relu>
 std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
   try {
-    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2));
+    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2), Relu);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution: ") + e.what());
   }
@@ -302,7 +311,11 @@ void register_conv_ops(OpRegistry& r) {
   r.add({"aten.convolution.default",
          "2-D convolution (oneDNN), float32 NCHW input, OIHW weight, optional bias; stride/"
          "padding/dilation/groups; transposed=false only",
-         infer_conv, make_conv});
+         infer_conv, make_conv<false>});
+  r.add({"trainstep.conv2d_relu",
+         "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and attrs as "
+         "aten.convolution.default (made by the fuse_conv_relu pass)",
+         infer_conv, make_conv<true>});
   r.add({"aten.convolution_backward.default",
          "Gradients of 2-D convolution (oneDNN) w.r.t. input, weight and bias per output_mask; "
          "float32, transposed=false only",

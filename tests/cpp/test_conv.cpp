@@ -256,3 +256,36 @@ TEST(Conv, Errors) {
             "node 'n0' (aten.convolution_backward.default): grad_output must be "
             "float32[1, 4, 6, 6], got float32[1, 4, 5, 5]");
 }
+
+TEST(Conv, Conv2dReluMatchesConvThenRelu) {
+  std::vector<ConvCase> cases = {
+      {2, 3, 7, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},
+      {2, 4, 11, 10, 6, 3, 2, 2, 1, 1, 0, 2, 1, 2, false},
+      {64, 1, 28, 28, 32, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},   // the model's conv1
+      {8, 32, 26, 26, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},   // conv2, smaller batch
+  };
+  std::mt19937 rng(21);
+  for (const auto& c : cases) {
+    HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+    HostTensor w = random_f32({c.O, c.C / c.G, c.KH, c.KW}, rng);
+    HostTensor b = random_f32({c.O}, rng);
+    const HostTensor* bp = c.bias ? &b : nullptr;
+    std::vector<ts::TensorType> ft;
+    auto y = run_op("aten.convolution.default", c.attrs(), {&x, &w, bp});
+    auto r = run_op("aten.relu.default", json::object(), {&y[0]});
+    auto fz = run_op("trainstep.conv2d_relu", c.attrs(), {&x, &w, bp}, &ft);
+    ASSERT_EQ(ft[0], y[0].view.type());
+    std::vector<float> want(f32(r[0]), f32(r[0]) + r[0].view.numel());
+    EXPECT_TRUE(all_close(fz[0], want, 1e-5f, 1e-5f));
+    int64_t zeros = 0;
+    for (float v : want) zeros += v == 0.f;
+    EXPECT_GT(zeros, 0);  // relu did clip something
+  }
+  // Same validation as the convolution.
+  auto T = [](ts::Shape s) { return ts::TensorType{DType::F32, s}; };
+  ConvCase c{1, 3, 8, 8, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, false};
+  EXPECT_EQ(infer_error("trainstep.conv2d_relu", c.attrs(), {T({1, 3, 8, 8}), T({4, 2, 3, 3}), {}},
+                        {true, true, false}),
+            "node 'n0' (trainstep.conv2d_relu): input has 3 channels but weight "
+            "float32[4, 2, 3, 3] with groups=1 expects 2");
+}
