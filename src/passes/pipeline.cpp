@@ -1,10 +1,15 @@
 #include "passes/pipeline.h"
 
+#include "passes/fold_transpose.h"
+#include "passes/fuse_conv_relu.h"
+
 namespace ts {
 
 void optimize(Function& f, const CompileOptions& o) {
-  (void)f;
-  (void)o;  // passes are added here as they land
+  if (o.fusion) {
+    fold_transpose(f);
+    fuse_conv_relu(f);
+  }
 }
 
 }  // namespace ts
