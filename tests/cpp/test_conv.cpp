@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <limits>
 
 #include "op_test_util.h"
 
@@ -280,6 +281,40 @@ TEST(Conv, Conv2dReluMatchesConvThenRelu) {
     int64_t zeros = 0;
     for (float v : want) zeros += v == 0.f;
     EXPECT_GT(zeros, 0);  // relu did clip something
+  }
+  // NaN propagates as in aten.relu (oneDNN's post-op alone would give 0),
+  // and inputs that are non-finite or near overflow give relu(conv) too.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  ConvCase c0{2, 16, 6, 6, 16, 3, 3, 1, 1, 0, 0, 1, 1, 1, true};
+  for (int k = 0; k < 4; ++k) {
+    HostTensor x = random_f32({c0.N, c0.C, c0.H, c0.W}, rng), w = random_f32({c0.O, c0.C, 3, 3}, rng);
+    HostTensor b = random_f32({c0.O}, rng);
+    float* px = x.view.as<float>();
+    float* pw = w.view.as<float>();
+    if (k == 0) px[7] = nan;
+    if (k == 1 || k == 3) {  // k=1: inf - inf in every channel's first output
+      px[0] = px[1] = k == 1 ? 1.f : 3e38f;  // k=3: finite, but products overflow
+      for (int64_t o = 0; o < c0.O; ++o) {
+        pw[o * c0.C * 9] = k == 1 ? inf : 2.f;
+        pw[o * c0.C * 9 + 1] = k == 1 ? -inf : -2.f;
+      }
+    }
+    if (k == 2) b.view.as<float>()[2] = -inf;  // relu(-inf) = 0
+    auto y = run_op("aten.convolution.default", c0.attrs(), {&x, &w, &b});
+    auto r = run_op("aten.relu.default", json::object(), {&y[0]});
+    auto fz = run_op("trainstep.conv2d_relu", c0.attrs(), {&x, &w, &b});
+    int64_t nans = 0, bad = 0;
+    for (int64_t i = 0; i < r[0].view.numel(); ++i) {
+      float want = f32(r[0])[i], got = f32(fz[0])[i];
+      nans += std::isnan(want);
+      bool same = std::isnan(want) ? std::isnan(got)
+                                   : got == want || std::fabs(got - want) <= 1e-5f + 1e-5f * std::fabs(want);
+      bad += !same;
+    }
+    if (k < 2) {
+      EXPECT_GT(nans, 0) << "case " << k;
+    }
+    EXPECT_EQ(bad, 0) << "case " << k;
   }
   // Same validation as the convolution.
   auto T = [](ts::Shape s) { return ts::TensorType{DType::F32, s}; };
