@@ -3,6 +3,9 @@
 // Windows that tile the input (kernel == stride, no padding or dilation, the
 // common 2x2/2 case) take a branch-free fast path with the same results.
 #include <algorithm>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <limits>
 #include <string>
@@ -186,7 +189,67 @@ void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, i
 
 }  // namespace
 
+#if defined(__AVX512F__)
+// One plane of 2x2 windows, 16 outputs of a row per step: the row pair is split
+// into even and odd columns (a b / c d per window), then the max of (a, b),
+// of (c, d), and of those two, each keeping the later value only if it is
+// strictly larger or NaN. That is the same value and index as the row-major
+// scan a, b, c, d of the general path. Masked loads and stores: no over-read.
+void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
+                          int64_t* idx) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i step2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m512i one = _mm512_set1_epi64(1), wv = _mm512_set1_epi64(W);
+  auto later = [](__m512 p, __m512 q) {  // lanes where q replaces p
+    return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
+                                  _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
+  };
+  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx += OW)
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const float* r0 = xp + 2 * oh * W;
+    const float* r1 = r0 + W;
+    const int64_t base = 2 * oh * W;
+    const int64_t n = std::min<int64_t>(16, OW - ow);
+    const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 lo = static_cast<__mmask16>(n >= 8 ? 0xffffu : (1u << (2 * n)) - 1);
+    const __mmask16 hi = static_cast<__mmask16>(n <= 8 ? 0u : (1u << (2 * n - 16)) - 1);
+    const float* p0 = r0 + 2 * ow;
+    const float* p1 = r1 + 2 * ow;
+    __m512 t0 = _mm512_maskz_loadu_ps(lo, p0), t1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+    __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+    __m512 a = _mm512_permutex2var_ps(t0, even, t1), b = _mm512_permutex2var_ps(t0, odd, t1);
+    __m512 c = _mm512_permutex2var_ps(b0, even, b1), d = _mm512_permutex2var_ps(b0, odd, b1);
+    __mmask16 kt = later(a, b), kb = later(c, d);
+    __m512 top = _mm512_mask_blend_ps(kt, a, b), bot = _mm512_mask_blend_ps(kb, c, d);
+    __mmask16 kv = later(top, bot);
+    _mm512_mask_storeu_ps(y + ow, keep, _mm512_mask_blend_ps(kv, top, bot));
+    __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
+    for (int half = 0; half < 2; ++half) {
+      __mmask8 v = static_cast<__mmask8>(kv >> (8 * half));
+      __mmask8 col = static_cast<__mmask8>(kcol >> (8 * half));
+      __mmask8 st = static_cast<__mmask8>(keep >> (8 * half));
+      if (!st) break;
+      __m512i i = _mm512_add_epi64(_mm512_set1_epi64(base + 2 * (ow + 8 * half)), step2);
+      i = _mm512_mask_add_epi64(i, col, i, one);
+      i = _mm512_mask_add_epi64(i, v, i, wv);
+      _mm512_mask_storeu_epi64(idx + ow + 8 * half, st, i);
+    }
+  }
+}
+#endif
+
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+#if defined(__AVX512F__)
+  if (g.kh == 2 && g.kw == 2) {
+#pragma omp parallel for
+    for (int64_t p = 0; p < g.planes; ++p) {
+      int64_t o = p * g.OH * g.OW;
+      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx + o);
+    }
+    return;
+  }
+#endif
   auto row = g.kh == 2 && g.kw == 2 ? &tiled_row<2, 2> : &tiled_row<0, 0>;
 #pragma omp parallel for
   for (int64_t p = 0; p < g.planes; ++p) {
