@@ -20,7 +20,8 @@ bool is_product(const Node& n) { return n.op == kMm || n.op == kMatmul; }
 
 // trans_a / trans_b of a product (false for aten.mm).
 bool flag(const Node& n, const char* k) {
-  return n.op == kMatmul && n.attrs.contains(k) && n.attrs[k].is_boolean() && n.attrs[k].get<bool>();
+  if (n.op != kMatmul || !n.attrs.contains(k)) return false;
+  return n.attrs[k].is_boolean() && n.attrs[k].get<bool>();
 }
 
 void set_matmul(Node& n, int a, int b, bool ta, bool tb) {
