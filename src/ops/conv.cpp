@@ -383,7 +383,8 @@ void register_conv_ops(OpRegistry& r) {
          infer_conv, make_conv<false>});
   r.add({"trainstep.conv2d_relu",
          "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and attrs as "
-         "aten.convolution.default (made by the fuse_conv_relu pass)",
+         "aten.convolution.default; NaN propagates as in aten.relu (made by the fuse_conv_relu "
+         "pass)",
          infer_conv, make_conv<true>});
   r.add({"aten.convolution_backward.default",
          "Gradients of 2-D convolution (oneDNN) w.r.t. input, weight and bias per output_mask; "
