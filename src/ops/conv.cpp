@@ -1,6 +1,14 @@
 // 2-D convolution forward and backward on oneDNN. Primitives pick their own
 // (blocked) layouts via format_tag::any; plain NCHW/OIHW tensors at the kernel
 // boundary are reordered in and out through buffers owned by the kernel.
+// trainstep.conv2d_relu (made by the fuse_conv_relu pass) is the forward with
+// an eltwise_relu post-op; it shares the convolution's schema and checks.
+// That post-op turns NaN into 0, so a step whose inputs could produce a NaN
+// (non-finite, or large enough to overflow) runs the plain convolution and
+// a NaN-propagating relu instead.
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <string>
 
 #include "ops/dnnl_util.h"
@@ -121,23 +129,55 @@ struct Port {
   }
 };
 
+// Largest |v| over n floats as its bit pattern; >= 0x7f800000 means some
+// value is inf or NaN. Integer max, so it vectorises and never misses a NaN.
+uint32_t max_abs_bits(const float* p, int64_t n) {
+  uint32_t m = 0;
+#pragma omp parallel for reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, p + i, sizeof b);
+    b &= 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+
+float bits_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
 class ConvFwdKernel : public Kernel {
  public:
-  ConvFwdKernel(const ConvGeom& g, bool bias) : bias_(bias) {
+  ConvFwdKernel(const ConvGeom& g, bool bias, bool relu) : bias_(bias), relu_(relu) {
     ConvMds m = conv_mds(g);
-    auto pd = fwd_pd(m, bias, user_scratchpad_attr());
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    if (relu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    auto pd = fwd_pd(m, bias, attr);
     src_ = Port(m.src, pd.src_desc(), true);
     wei_ = Port(m.wei, pd.weights_desc(), true);
     dst_ = Port(m.dst, pd.dst_desc(), false);
-    conv_.prim = dnnl::convolution_forward(pd);
-    conv_.bind(DNNL_ARG_SRC, src_.inner);
-    conv_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
-    conv_.bind(DNNL_ARG_DST, dst_.inner);
-    if (bias) {
-      bmem_ = plain_memory(m.bias);
-      conv_.bind(DNNL_ARG_BIAS, bmem_);
+    conv_ = make_step(pd, bias, m);
+    if (relu) {
+      // The same convolution without the post-op, on the same layouts, for
+      // steps whose inputs could give a NaN (see run()).
+      ConvMds same = m;
+      same.src_any = pd.src_desc();
+      same.wei_any = pd.weights_desc();
+      same.dst_any = pd.dst_desc();
+      plain_conv_ = make_step(fwd_pd(same, bias, user_scratchpad_attr()), bias, m);
+      red_ = g.C / g.G * g.KH * g.KW;
+      n_src_ = g.N * g.C * g.H * g.W;
+      n_wei_ = g.O * (g.C / g.G) * g.KH * g.KW;
+      n_out_ = g.N * g.O * g.OH * g.OW;
+      n_bias_ = g.O;
     }
-    bind_scratchpad(conv_, pd.scratchpad_desc());
   }
 
   void run(const Tensor* in, Tensor* out) override {
@@ -148,15 +188,52 @@ class ConvFwdKernel : public Kernel {
     if (bias_) bmem_.set_data_handle(in[2].data);
     src_.sync();
     wei_.sync();
+    if (relu_ && !surely_finite(in)) {
+      plain_conv_.exec();
+      dst_.sync();
+      float* y = out[0].as<float>();
+#pragma omp parallel for
+      for (int64_t i = 0; i < n_out_; ++i) y[i] = y[i] < 0.f ? 0.f : y[i];  // as aten.relu
+      return;
+    }
     conv_.exec();
     dst_.sync();
   }
 
  private:
-  bool bias_;
+  DnnlStep make_step(const dnnl::convolution_forward::primitive_desc& pd, bool bias,
+                     const ConvMds& m) {
+    DnnlStep st;
+    st.prim = dnnl::convolution_forward(pd);
+    st.bind(DNNL_ARG_SRC, src_.inner);
+    st.bind(DNNL_ARG_WEIGHTS, wei_.inner);
+    st.bind(DNNL_ARG_DST, dst_.inner);
+    if (bias) {
+      if (!bmem_) bmem_ = plain_memory(m.bias);
+      st.bind(DNNL_ARG_BIAS, bmem_);
+    }
+    bind_scratchpad(st, pd.scratchpad_desc());
+    return st;
+  }
+
+  // oneDNN's relu post-op maps NaN to 0, PyTorch's relu keeps it. The
+  // convolution's result has no NaN (nor inf) when every input is finite
+  // and |x|max * |w|max * (C/G*kH*kW) + |b|max stays well below FLT_MAX.
+  bool surely_finite(const Tensor* in) const {
+    const uint32_t inf = 0x7f800000u;
+    uint32_t bx = max_abs_bits(in[0].as<float>(), n_src_);
+    uint32_t bw = max_abs_bits(in[1].as<float>(), n_wei_);
+    uint32_t bb = bias_ ? max_abs_bits(in[2].as<float>(), n_bias_) : 0;
+    if (bx >= inf || bw >= inf || bb >= inf) return false;
+    double bound = double(bits_float(bx)) * bits_float(bw) * double(red_) + bits_float(bb);
+    return bound < 0.5 * double(std::numeric_limits<float>::max());
+  }
+
+  bool bias_, relu_;
+  int64_t red_ = 0, n_src_ = 0, n_wei_ = 0, n_out_ = 0, n_bias_ = 0;
   Port src_, wei_, dst_;
   memory bmem_;
-  DnnlStep conv_;
+  DnnlStep conv_, plain_conv_;
 };
 
 std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
@@ -171,9 +248,10 @@ std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
   return {{DType::F32, {g.N, g.O, g.OH, g.OW}}};
 }
 
+template <bool Relu>
 std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
   try {
-    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2));
+    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2), Relu);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution: ") + e.what());
   }
@@ -302,7 +380,12 @@ void register_conv_ops(OpRegistry& r) {
   r.add({"aten.convolution.default",
          "2-D convolution (oneDNN), float32 NCHW input, OIHW weight, optional bias; stride/"
          "padding/dilation/groups; transposed=false only",
-         infer_conv, make_conv});
+         infer_conv, make_conv<false>});
+  r.add({"trainstep.conv2d_relu",
+         "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and attrs as "
+         "aten.convolution.default; NaN propagates as in aten.relu (made by the fuse_conv_relu "
+         "pass)",
+         infer_conv, make_conv<true>});
   r.add({"aten.convolution_backward.default",
          "Gradients of 2-D convolution (oneDNN) w.r.t. input, weight and bias per output_mask; "
          "float32, transposed=false only",

@@ -1,7 +1,10 @@
 // mm, bmm and addmm on oneDNN's matmul primitive with plain row-major layouts.
 // addmm copies the broadcast `self` into the output, then runs the matmul with
-// output scale alpha and a sum post-op with scale beta.
+// output scale alpha and a sum post-op with scale beta. trainstep.matmul
+// (made by the fold_transpose pass) reads either operand transposed through
+// a strided (column-major) memory descriptor, so no transpose is copied.
 #include <cstring>
+#include <utility>
 #include <string>
 
 #include "ops/dnnl_util.h"
@@ -38,11 +41,16 @@ class MatmulKernel : public Kernel {
  public:
   // Inputs a, b at positions ia, ib. For addmm, `bias` is self's shape
   // (broadcast to the output) and alpha/beta are set.
+  // a and b are the logical (M,K) and (K,N) shapes; ta/tb: that operand is
+  // stored transposed, (K,M) or (N,K) row-major (rank 2 only).
   MatmulKernel(const Shape& a, const Shape& b, const Shape& c, int ia, int ib, const Shape* bias,
-               float alpha, float beta)
+               float alpha, float beta, bool ta = false, bool tb = false)
       : ia_(ia), ib_(ib), beta_(bias ? beta : 0.f) {
-    auto tg = a.size() == 3 ? memory::format_tag::abc : memory::format_tag::ab;
-    auto md = [&](const Shape& s) { return memory::desc(to_dims(s), memory::data_type::f32, tg); };
+    using tag = memory::format_tag;
+    auto tg = a.size() == 3 ? tag::abc : tag::ab;
+    auto md = [&](const Shape& s, bool t = false) {
+      return memory::desc(to_dims(s), memory::data_type::f32, t ? tag::ba : tg);
+    };
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
     if (beta_ != 0.f) {
@@ -51,9 +59,10 @@ class MatmulKernel : public Kernel {
       attr.set_post_ops(po);
       bias_shape_ = *bias;
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(a), md(b), md(c)), attr, cpu_engine());
-    a_ = plain_memory(md(a));
-    b_ = plain_memory(md(b));
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(a, ta), md(b, tb), md(c)), attr,
+                                    cpu_engine());
+    a_ = plain_memory(md(a, ta));
+    b_ = plain_memory(md(b, tb));
     c_ = plain_memory(md(c));
     step_.prim = dnnl::matmul(pd);
     step_.bind(DNNL_ARG_SRC, a_);
@@ -149,6 +158,41 @@ std::unique_ptr<Kernel> make_addmm(const KernelCtx& k) {
   });
 }
 
+// trainstep.matmul: op(a) @ op(b), op = transpose when trans_a / trans_b.
+struct TransShapes {
+  bool ta, tb;
+  Shape a, b, c;  // logical op(a), op(b) and the result
+};
+
+TransShapes trans_shapes(const NodeCtx& ctx) {
+  ctx.expect_inputs(2);
+  expect_f32_rank(ctx, 0, 2, "a");
+  expect_f32_rank(ctx, 1, 2, "b");
+  TransShapes t;
+  t.ta = ctx.attr_bool("trans_a");
+  t.tb = ctx.attr_bool("trans_b");
+  t.a = ctx.input(0).shape;
+  t.b = ctx.input(1).shape;
+  if (t.ta) std::swap(t.a[0], t.a[1]);
+  if (t.tb) std::swap(t.b[0], t.b[1]);
+  if (t.a[1] != t.b[0])
+    ctx.fail("inner dimensions differ: " + std::string(t.ta ? "a^T " : "a ") + shape_str(t.a) +
+             " @ " + (t.tb ? "b^T " : "b ") + shape_str(t.b));
+  t.c = {t.a[0], t.b[1]};
+  return t;
+}
+
+std::vector<TensorType> infer_trans_mm(const NodeCtx& ctx) {
+  return {{DType::F32, trans_shapes(ctx).c}};
+}
+
+std::unique_ptr<Kernel> make_trans_mm(const KernelCtx& k) {
+  TransShapes t = trans_shapes(k.node);
+  return build(k.node, [&] {
+    return std::make_unique<MatmulKernel>(t.a, t.b, t.c, 0, 1, nullptr, 1.f, 0.f, t.ta, t.tb);
+  });
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
@@ -161,6 +205,10 @@ void register_matmul_ops(OpRegistry& r) {
          "beta*self + alpha*(mat1 @ mat2) (oneDNN), float32; self broadcastable to (M,N); "
          "self is ignored when beta=0",
          infer_addmm, make_addmm});
+  r.add({"trainstep.matmul",
+         "op(a) @ op(b) (oneDNN) for float32 rank-2 a, b, op = transpose when attr trans_a / "
+         "trans_b; reads transposed operands in place (made by the fold_transpose pass)",
+         infer_trans_mm, make_trans_mm});
 }
 
 }  // namespace ts

@@ -1,20 +1,22 @@
 // 2-D max pooling with PyTorch's index format (flat h*W+w within each input
 // plane), hand-written so indices match exactly. Parallel over N*C planes.
+// Windows that tile the input (kernel == stride, no padding or dilation, the
+// common 2x2/2 case) take a branch-free fast path with the same results.
 #include <algorithm>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "ops/op.h"
+#include "ops/pool.h"
 
 namespace ts {
 namespace {
 
-struct PoolGeom {
-  int64_t planes, H, W, OH, OW;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-  Shape out_shape;
-};
+using pool_detail::PoolGeom;
 
 // PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode
 // the last window must start inside the input or the left padding.
@@ -68,43 +70,17 @@ std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
   return {{DType::F32, g.out_shape}, {DType::I64, g.out_shape}};
 }
 
-// Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
-// first max wins (strict >), and any NaN is taken as the max.
-void pool_fwd(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
-#pragma omp parallel for
-  for (int64_t p = 0; p < g.planes; ++p) {
-    const float* xp = x + p * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t h0 = oh * g.sh - g.ph;
-      int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
-      while (h0 < 0) h0 += g.dh;
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t w0 = ow * g.sw - g.pw;
-        int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
-        while (w0 < 0) w0 += g.dw;
-        int64_t best_i = h0 * g.W + w0;
-        float best = -std::numeric_limits<float>::infinity();
-        for (int64_t h = h0; h < h1; h += g.dh)
-          for (int64_t w = w0; w < w1; w += g.dw) {
-            float v = xp[h * g.W + w];
-            if (v > best || std::isnan(v)) {
-              best = v;
-              best_i = h * g.W + w;
-            }
-          }
-        int64_t o = p * g.OH * g.OW + oh * g.OW + ow;
-        if (y) y[o] = best;
-        if (idx) idx[o] = best_i;
-      }
-    }
-  }
-}
-
 std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
   PoolGeom g = pool_geom(k.node, k.node.input(0));
-  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+  bool tiled = pool_detail::max_pool_tiles(g);
+  return make_fn_kernel([g, tiled](const Tensor* in, Tensor* out) {
     if (!out[0].data && !out[1].data) return;
-    pool_fwd(g, in[0].as<float>(), out[0].as<float>(), out[1].as<int64_t>());
+    float* y = out[0].as<float>();
+    int64_t* idx = out[1].as<int64_t>();
+    if (tiled && y && idx)
+      pool_detail::max_pool_tiled(g, in[0].as<float>(), y, idx);
+    else
+      pool_detail::max_pool_general(g, in[0].as<float>(), y, idx);
   });
 }
 
@@ -142,6 +118,150 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 }
 
 }  // namespace
+
+namespace pool_detail {
+
+// Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
+// first max wins (strict >), and any NaN is taken as the max.
+void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+#pragma omp parallel for
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t h0 = oh * g.sh - g.ph;
+      int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
+      while (h0 < 0) h0 += g.dh;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t w0 = ow * g.sw - g.pw;
+        int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
+        while (w0 < 0) w0 += g.dw;
+        int64_t best_i = h0 * g.W + w0;
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t h = h0; h < h1; h += g.dh)
+          for (int64_t w = w0; w < w1; w += g.dw) {
+            float v = xp[h * g.W + w];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_i = h * g.W + w;
+            }
+          }
+        int64_t o = p * g.OH * g.OW + oh * g.OW + ow;
+        if (y) y[o] = best;
+        if (idx) idx[o] = best_i;
+      }
+    }
+  }
+}
+
+bool max_pool_tiles(const PoolGeom& g) {
+  return g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 && g.kh == g.sh && g.kw == g.sw &&
+         g.OH * g.kh <= g.H && g.OW * g.kw <= g.W;
+}
+
+namespace {
+
+// One output row of a tiling pool. Scans each window row-major with the
+// general path's rule (a larger value or any NaN replaces the max) written
+// as selects, so there are no data-dependent branches and the 2x2 case
+// vectorises. KH/KW = 0: sizes known only at run time.
+template <int KH, int KW>
+void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, int64_t OW,
+               float* y, int64_t* idx) {
+  if (KH) kh = KH;
+  if (KW) kw = KW;
+  const int64_t row0 = oh * kh * W;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const int64_t first = row0 + ow * kw;
+    float m = xp[first];
+    int64_t bi = first;
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const int64_t at = first + i * W + j;
+        const float v = xp[at];
+        const bool take = v > m || v != v;
+        m = take ? v : m;
+        bi = take ? at : bi;
+      }
+    y[ow] = m;
+    idx[ow] = bi;
+  }
+}
+
+}  // namespace
+
+#if defined(__AVX512F__)
+// One plane of 2x2 windows, 16 outputs of a row per step: the row pair is split
+// into even and odd columns (a b / c d per window), then the max of (a, b),
+// of (c, d), and of those two, each keeping the later value only if it is
+// strictly larger or NaN. That is the same value and index as the row-major
+// scan a, b, c, d of the general path. Masked loads and stores: no over-read.
+void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
+                          int64_t* idx) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i step2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m512i one = _mm512_set1_epi64(1), wv = _mm512_set1_epi64(W);
+  auto later = [](__m512 p, __m512 q) {  // lanes where q replaces p
+    return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
+                                  _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
+  };
+  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx += OW)
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const float* r0 = xp + 2 * oh * W;
+    const float* r1 = r0 + W;
+    const int64_t base = 2 * oh * W;
+    const int64_t n = std::min<int64_t>(16, OW - ow);
+    const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 lo = static_cast<__mmask16>(n >= 8 ? 0xffffu : (1u << (2 * n)) - 1);
+    const __mmask16 hi = static_cast<__mmask16>(n <= 8 ? 0u : (1u << (2 * n - 16)) - 1);
+    const float* p0 = r0 + 2 * ow;
+    const float* p1 = r1 + 2 * ow;
+    __m512 t0 = _mm512_maskz_loadu_ps(lo, p0), t1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+    __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+    __m512 a = _mm512_permutex2var_ps(t0, even, t1), b = _mm512_permutex2var_ps(t0, odd, t1);
+    __m512 c = _mm512_permutex2var_ps(b0, even, b1), d = _mm512_permutex2var_ps(b0, odd, b1);
+    __mmask16 kt = later(a, b), kb = later(c, d);
+    __m512 top = _mm512_mask_blend_ps(kt, a, b), bot = _mm512_mask_blend_ps(kb, c, d);
+    __mmask16 kv = later(top, bot);
+    _mm512_mask_storeu_ps(y + ow, keep, _mm512_mask_blend_ps(kv, top, bot));
+    __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
+    for (int half = 0; half < 2; ++half) {
+      __mmask8 v = static_cast<__mmask8>(kv >> (8 * half));
+      __mmask8 col = static_cast<__mmask8>(kcol >> (8 * half));
+      __mmask8 st = static_cast<__mmask8>(keep >> (8 * half));
+      if (!st) break;
+      __m512i i = _mm512_add_epi64(_mm512_set1_epi64(base + 2 * (ow + 8 * half)), step2);
+      i = _mm512_mask_add_epi64(i, col, i, one);
+      i = _mm512_mask_add_epi64(i, v, i, wv);
+      _mm512_mask_storeu_epi64(idx + ow + 8 * half, st, i);
+    }
+  }
+}
+#endif
+
+void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+#if defined(__AVX512F__)
+  if (g.kh == 2 && g.kw == 2) {
+#pragma omp parallel for
+    for (int64_t p = 0; p < g.planes; ++p) {
+      int64_t o = p * g.OH * g.OW;
+      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx + o);
+    }
+    return;
+  }
+#endif
+  auto row = g.kh == 2 && g.kw == 2 ? &tiled_row<2, 2> : &tiled_row<0, 0>;
+#pragma omp parallel for
+  for (int64_t p = 0; p < g.planes; ++p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t o = (p * g.OH + oh) * g.OW;
+      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, idx + o);
+    }
+  }
+}
+
+}  // namespace pool_detail
 
 void register_pool_ops(OpRegistry& r) {
   r.add({"aten.max_pool2d_with_indices.default",

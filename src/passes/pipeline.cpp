@@ -2,6 +2,8 @@
 
 #include "ir/rewrite.h"
 #include "passes/cleanup.h"
+#include "passes/fold_transpose.h"
+#include "passes/fuse_conv_relu.h"
 #include "passes/fuse_elementwise.h"
 
 namespace ts {
@@ -41,9 +43,15 @@ void cleanup(Function& f) {
 
 void optimize(Function& f, const CompileOptions& o) {
   if (o.cleanup) cleanup(f);
-  // Fusion after cleanup: the groups then see folded constants and no
-  // no-op arithmetic. In-place planning happens in the executor's memory plan.
-  if (o.fusion) fuse_elementwise(f);
+  // Fusion after cleanup, so groups see folded constants and no no-op
+  // arithmetic. Transposes fold into matmuls and relus into convs before
+  // the elementwise groups form, so those relus are not grouped away.
+  // In-place planning happens in the executor's memory plan.
+  if (o.fusion) {
+    fold_transpose(f);
+    fuse_conv_relu(f);
+    fuse_elementwise(f);
+  }
 }
 
 }  // namespace ts

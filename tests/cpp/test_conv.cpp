@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <limits>
 
 #include "op_test_util.h"
 
@@ -255,4 +256,71 @@ TEST(Conv, Errors) {
                         {T({1, 4, 5, 5}), T({1, 3, 8, 8}), T({4, 3, 3, 3})}),
             "node 'n0' (aten.convolution_backward.default): grad_output must be "
             "float32[1, 4, 6, 6], got float32[1, 4, 5, 5]");
+}
+
+TEST(Conv, Conv2dReluMatchesConvThenRelu) {
+  std::vector<ConvCase> cases = {
+      {2, 3, 7, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},
+      {2, 4, 11, 10, 6, 3, 2, 2, 1, 1, 0, 2, 1, 2, false},
+      {64, 1, 28, 28, 32, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},   // the model's conv1
+      {8, 32, 26, 26, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},   // conv2, smaller batch
+  };
+  std::mt19937 rng(21);
+  for (const auto& c : cases) {
+    HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+    HostTensor w = random_f32({c.O, c.C / c.G, c.KH, c.KW}, rng);
+    HostTensor b = random_f32({c.O}, rng);
+    const HostTensor* bp = c.bias ? &b : nullptr;
+    std::vector<ts::TensorType> ft;
+    auto y = run_op("aten.convolution.default", c.attrs(), {&x, &w, bp});
+    auto r = run_op("aten.relu.default", json::object(), {&y[0]});
+    auto fz = run_op("trainstep.conv2d_relu", c.attrs(), {&x, &w, bp}, &ft);
+    ASSERT_EQ(ft[0], y[0].view.type());
+    std::vector<float> want(f32(r[0]), f32(r[0]) + r[0].view.numel());
+    EXPECT_TRUE(all_close(fz[0], want, 1e-5f, 1e-5f));
+    int64_t zeros = 0;
+    for (float v : want) zeros += v == 0.f;
+    EXPECT_GT(zeros, 0);  // relu did clip something
+  }
+  // NaN propagates as in aten.relu (oneDNN's post-op alone would give 0),
+  // and inputs that are non-finite or near overflow give relu(conv) too.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  ConvCase c0{2, 16, 6, 6, 16, 3, 3, 1, 1, 0, 0, 1, 1, 1, true};
+  for (int k = 0; k < 4; ++k) {
+    HostTensor x = random_f32({c0.N, c0.C, c0.H, c0.W}, rng), w = random_f32({c0.O, c0.C, 3, 3}, rng);
+    HostTensor b = random_f32({c0.O}, rng);
+    float* px = x.view.as<float>();
+    float* pw = w.view.as<float>();
+    if (k == 0) px[7] = nan;
+    if (k == 1 || k == 3) {  // k=1: inf - inf in every channel's first output
+      px[0] = px[1] = k == 1 ? 1.f : 3e38f;  // k=3: finite, but products overflow
+      for (int64_t o = 0; o < c0.O; ++o) {
+        pw[o * c0.C * 9] = k == 1 ? inf : 2.f;
+        pw[o * c0.C * 9 + 1] = k == 1 ? -inf : -2.f;
+      }
+    }
+    if (k == 2) b.view.as<float>()[2] = -inf;  // relu(-inf) = 0
+    auto y = run_op("aten.convolution.default", c0.attrs(), {&x, &w, &b});
+    auto r = run_op("aten.relu.default", json::object(), {&y[0]});
+    auto fz = run_op("trainstep.conv2d_relu", c0.attrs(), {&x, &w, &b});
+    int64_t nans = 0, bad = 0;
+    for (int64_t i = 0; i < r[0].view.numel(); ++i) {
+      float want = f32(r[0])[i], got = f32(fz[0])[i];
+      nans += std::isnan(want);
+      bool same = std::isnan(want) ? std::isnan(got)
+                                   : got == want || std::fabs(got - want) <= 1e-5f + 1e-5f * std::fabs(want);
+      bad += !same;
+    }
+    if (k < 2) {
+      EXPECT_GT(nans, 0) << "case " << k;
+    }
+    EXPECT_EQ(bad, 0) << "case " << k;
+  }
+  // Same validation as the convolution.
+  auto T = [](ts::Shape s) { return ts::TensorType{DType::F32, s}; };
+  ConvCase c{1, 3, 8, 8, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, false};
+  EXPECT_EQ(infer_error("trainstep.conv2d_relu", c.attrs(), {T({1, 3, 8, 8}), T({4, 2, 3, 3}), {}},
+                        {true, true, false}),
+            "node 'n0' (trainstep.conv2d_relu): input has 3 channels but weight "
+            "float32[4, 2, 3, 3] with groups=1 expects 2");
 }

@@ -120,3 +120,49 @@ TEST(Matmul, Errors) {
   EXPECT_EQ(infer_error("aten.addmm.default", ab, {T({5}), T({3, 4}), T({5, 5})}),
             "node 'n0' (aten.addmm.default): inner dimensions differ: [3, 4] @ [5, 5]");
 }
+
+TEST(Matmul, TransposedOperandsAllFlags) {
+  std::mt19937 rng(6);
+  // (M, K, N) including the model's fc1 backward shapes.
+  std::vector<std::array<int64_t, 3>> sizes = {{1, 1, 1}, {3, 5, 7}, {17, 1, 9}, {64, 33, 10},
+                                               {128, 64, 300}};
+  for (auto [M, K, N] : sizes)
+    for (int flags = 0; flags < 4; ++flags) {
+      bool ta = flags & 1, tb = flags & 2;
+      HostTensor a = random_f32({M, K}, rng), b = random_f32({K, N}, rng);
+      // Store each operand as given (a) or transposed (a^T) per its flag.
+      auto stored = [](const HostTensor& t, bool tr) {
+        int64_t R = t.view.shape[0], C = t.view.shape[1];
+        if (!tr) {
+          HostTensor c(DType::F32, {R, C});
+          std::memcpy(c.view.data, t.view.data, t.view.nbytes());
+          return c;
+        }
+        HostTensor c(DType::F32, {C, R});
+        for (int64_t i = 0; i < R; ++i)
+          for (int64_t j = 0; j < C; ++j) c.view.as<float>()[j * R + i] = f32(t)[i * C + j];
+        return c;
+      };
+      HostTensor sa = stored(a, ta), sb = stored(b, tb);
+      std::vector<ts::TensorType> t;
+      auto c = run_op("trainstep.matmul", {{"trans_a", ta}, {"trans_b", tb}}, {&sa, &sb}, &t);
+      EXPECT_EQ(t[0].shape, (ts::Shape{M, N}));
+      EXPECT_TRUE(all_close(c[0], ref_mm(f32(a), f32(b), 1, M, K, N)))
+          << M << "x" << K << "x" << N << " trans_a " << ta << " trans_b " << tb;
+    }
+}
+
+TEST(Matmul, TransposedErrors) {
+  auto T = [](ts::Shape s, DType d = DType::F32) { return ts::TensorType{d, s}; };
+  const char* op = "trainstep.matmul";
+  EXPECT_EQ(infer_error(op, {{"trans_a", true}, {"trans_b", false}}, {T({3, 4}), T({4, 6})}),
+            "node 'n0' (trainstep.matmul): inner dimensions differ: a^T [4, 3] @ b [4, 6]");
+  EXPECT_EQ(infer_error(op, {{"trans_a", false}, {"trans_b", true}}, {T({3, 4}), T({4, 6})}),
+            "node 'n0' (trainstep.matmul): inner dimensions differ: a [3, 4] @ b^T [6, 4]");
+  EXPECT_EQ(infer_error(op, {{"trans_a", false}}, {T({3, 4}), T({4, 6})}),
+            "node 'n0' (trainstep.matmul): missing attribute 'trans_b'");
+  EXPECT_EQ(infer_error(op, {{"trans_a", false}, {"trans_b", false}}, {T({2, 3, 4}), T({4, 6})}),
+            "node 'n0' (trainstep.matmul): a must be rank 2, got float32[2, 3, 4]");
+  EXPECT_EQ(infer_op(op, {{"trans_a", true}, {"trans_b", true}}, {T({4, 3}), T({6, 4})})[0].shape,
+            (ts::Shape{3, 6}));
+}

@@ -1,0 +1,111 @@
+#include "passes/fold_transpose.h"
+
+#include "ir/rewrite.h"
+
+namespace ts {
+namespace {
+
+const char* const kT = "aten.t.default";
+const char* const kMm = "aten.mm.default";
+const char* const kMatmul = "trainstep.matmul";
+
+// The live node producing v if its op is `op`, else -1.
+int producer_with(const Function& f, int v, const char* op) {
+  if (v < 0) return -1;
+  int p = f.producer[v];
+  return p >= 0 && !f.nodes[p].dead && f.nodes[p].op == op ? p : -1;
+}
+
+bool is_product(const Node& n) { return n.op == kMm || n.op == kMatmul; }
+
+// trans_a / trans_b of a product (false for aten.mm).
+bool flag(const Node& n, const char* k) {
+  if (n.op != kMatmul || !n.attrs.contains(k)) return false;
+  return n.attrs[k].is_boolean() && n.attrs[k].get<bool>();
+}
+
+void set_matmul(Node& n, int a, int b, bool ta, bool tb) {
+  n.op = kMatmul;
+  n.def = nullptr;  // compact() re-resolves it
+  n.inputs = {a, b};
+  n.attrs = {{"trans_a", ta}, {"trans_b", tb}};
+}
+
+// Does any live node other than `self` read v, or is v a function output?
+bool read_elsewhere(const Function& f, int v, size_t self) {
+  for (const auto& p : f.outputs)
+    if (p.value == v) return true;
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    if (i == self || f.nodes[i].dead) continue;
+    for (int u : f.nodes[i].inputs)
+      if (u == v) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void fold_transpose(Function& f) {
+  bool changed = false;
+  // Nodes are in execution order, so a product is rewritten before the t
+  // that reads it, and a t before the t or product that reads it.
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    Node& n = f.nodes[i];
+    if (n.dead) continue;
+    if (n.op == kT) {
+      int x = n.inputs.at(0);
+      if (int p = producer_with(f, x, kT); p >= 0) {  // t(t(y)) -> y
+        if (n.outputs[0] >= 0) replace_uses(f, n.outputs[0], f.nodes[p].inputs.at(0));
+        n.dead = true;
+        changed = true;
+        continue;
+      }
+      int p = x >= 0 ? f.producer[x] : -1;
+      if (p >= 0 && !f.nodes[p].dead && is_product(f.nodes[p]) && !read_elsewhere(f, x, i)) {
+        // (op(a) @ op(b))^T = op(b)^T @ op(a)^T; the t node takes over.
+        Node& m = f.nodes[p];
+        bool ta = flag(m, "trans_a"), tb = flag(m, "trans_b");
+        set_matmul(n, m.inputs.at(1), m.inputs.at(0), !tb, !ta);
+        m.dead = true;
+        changed = true;
+      }
+      continue;
+    }
+    if (is_product(n)) {
+      int a = n.inputs.at(0), b = n.inputs.at(1);
+      bool ta = flag(n, "trans_a"), tb = flag(n, "trans_b"), fold = false;
+      if (int p = producer_with(f, a, kT); p >= 0) {
+        a = f.nodes[p].inputs.at(0);
+        ta = !ta;
+        fold = true;
+      }
+      if (int p = producer_with(f, b, kT); p >= 0) {
+        b = f.nodes[p].inputs.at(0);
+        tb = !tb;
+        fold = true;
+      }
+      if (fold) {
+        set_matmul(n, a, b, ta, tb);
+        changed = true;
+      }
+    }
+  }
+  if (!changed) return;
+  // Remove transposes nobody reads (dropping one may free the t it reads).
+  for (bool again = true; again;) {
+    again = false;
+    auto readers = consumers(f);
+    auto outs = output_values(f);
+    for (auto& n : f.nodes) {
+      if (n.dead || n.op != kT) continue;
+      int v = n.outputs[0];
+      if (v < 0 || (readers[v].empty() && !outs[v])) {
+        n.dead = true;
+        again = true;
+      }
+    }
+  }
+  compact(f);
+}
+
+}  // namespace ts
