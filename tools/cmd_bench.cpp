@@ -27,27 +27,37 @@ bool is_copy_op(const std::string& op) {
 }
 
 void print_profile(const ts::Executor& ex, int steps, double total_s) {
-  std::map<std::string, std::pair<double, int>> by_op;
-  double kernels = 0, copies = 0;
+  struct Row {
+    double s = 0, layout = 0;
+    int nodes = 0;
+  };
+  std::map<std::string, Row> by_op;
+  double kernels = 0, copies = 0, layout = 0;
   for (const auto& t : ex.profile()) {
-    auto& e = by_op[t.node->op];
-    e.first += t.seconds;
-    e.second += 1;
+    Row& r = by_op[t.node->op];
+    r.s += t.seconds;
+    r.layout += t.layout_seconds;
+    r.nodes += 1;
     kernels += t.seconds;
+    layout += t.layout_seconds;
     if (is_copy_op(t.node->op)) copies += t.seconds;
   }
   std::vector<std::pair<double, std::string>> rows;
-  for (auto& [op, e] : by_op) rows.push_back({e.first, op});
+  for (auto& [op, r] : by_op) rows.push_back({r.s, op});
   std::sort(rows.rbegin(), rows.rend());
-  std::printf("\n%-48s %6s %10s %7s\n", "op", "nodes", "ms/step", "share");
-  for (auto& [s, op] : rows)
-    std::printf("%-48s %6d %10.3f %6.1f%%\n", op.c_str(), by_op[op].second, 1e3 * s / steps,
-                100 * s / total_s);
-  double outside = total_s - kernels + copies;
-  std::printf("\nkernels %.3f ms/step; copies/layout kernels %.3f ms/step; dispatch and the "
-              "rest %.3f ms/step\n",
-              1e3 * (kernels - copies) / steps, 1e3 * copies / steps,
-              1e3 * (total_s - kernels) / steps);
+  std::printf("\n%-44s %6s %10s %7s %12s\n", "op", "nodes", "ms/step", "share", "of which reorders");
+  for (auto& [s, op] : rows) {
+    const Row& r = by_op[op];
+    std::printf("%-44s %6d %10.3f %6.1f%%", op.c_str(), r.nodes, 1e3 * s / steps, 100 * s / total_s);
+    if (r.layout > 0) std::printf(" %10.3f", 1e3 * r.layout / steps);
+    std::printf("\n");
+  }
+  const double dispatch = total_s - kernels;
+  const double outside = dispatch + copies + layout;
+  std::printf("\ncompute kernels %.3f ms/step; layout reorders %.3f; copy kernels %.3f; "
+              "dispatch and the rest %.3f\n",
+              1e3 * (kernels - copies - layout) / steps, 1e3 * layout / steps, 1e3 * copies / steps,
+              1e3 * dispatch / steps);
   std::printf("outside compute kernels: %.1f%% of the step\n", 100 * outside / total_s);
 }
 

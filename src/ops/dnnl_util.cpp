@@ -1,5 +1,9 @@
 #include "ops/dnnl_util.h"
 
+#include <chrono>
+
+#include "ops/op.h"
+
 #include <string>
 
 #include "trainstep/error.h"
@@ -24,8 +28,13 @@ void DnnlStep::bind(int arg, const dnnl::memory& m) {
 }
 
 void DnnlStep::exec() const {
+  const bool timed = is_reorder && LayoutTimer::on;
+  auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   dnnl_status_t st = dnnl_primitive_execute(prim.get(), cpu_stream().get(),
                                             static_cast<int>(args.size()), args.data());
+  if (timed)
+    LayoutTimer::seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st != dnnl_success) fail("oneDNN primitive execution failed (status " + std::to_string(st) + ")");
 }
 
@@ -51,6 +60,7 @@ DnnlStep make_reorder(const dnnl::memory& src, const dnnl::memory& dst) {
   dnnl::reorder::primitive_desc pd(cpu_engine(), src.get_desc(), cpu_engine(), dst.get_desc(), attr);
   DnnlStep s;
   s.prim = dnnl::reorder(pd);
+  s.is_reorder = true;
   s.bind(DNNL_ARG_FROM, src);
   s.bind(DNNL_ARG_TO, dst);
   bind_scratchpad(s, pd.scratchpad_desc());

@@ -21,6 +21,7 @@ struct DnnlStep {
   dnnl::primitive prim;
   std::vector<dnnl_exec_arg_t> args;
   std::vector<dnnl::memory> mems;
+  bool is_reorder = false;  // timed apart when profiling (LayoutTimer)
   void bind(int arg, const dnnl::memory& m);
   void exec() const;  // throws ts::Error on failure
 };

@@ -2,6 +2,9 @@
 
 namespace ts {
 
+thread_local bool LayoutTimer::on = false;
+thread_local double LayoutTimer::seconds = 0;
+
 const TensorType& NodeCtx::input(int i) const {
   if (!has_input(i)) fail("input " + std::to_string(i) + " is missing");
   return inputs_[i];

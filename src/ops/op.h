@@ -73,6 +73,14 @@ struct KernelCtx {
   int threads;
 };
 
+// Time kernels spend converting layouts (oneDNN reorders), accumulated only
+// while the executor profiles, so `bench --profile` can report it apart from
+// compute. Per thread: kernels are called from the executor's thread.
+struct LayoutTimer {
+  static thread_local bool on;
+  static thread_local double seconds;
+};
+
 class Kernel {
  public:
   virtual ~Kernel() = default;

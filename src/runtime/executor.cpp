@@ -54,7 +54,7 @@ Executor::Executor(const Function& f, int threads, bool inplace)
 }
 
 void Executor::reset_profile() {
-  for (auto& t : times_) t.seconds = 0;
+  for (auto& t : times_) t.seconds = t.layout_seconds = 0;
 }
 
 void Executor::bind_input(int i, void* data) {
@@ -87,11 +87,15 @@ void Executor::run() {
     return;
   }
   using clock = std::chrono::steady_clock;
+  LayoutTimer::on = true;
   for (size_t i = 0; i < steps_.size(); ++i) {
+    const double layout0 = LayoutTimer::seconds;
     auto t0 = clock::now();
     steps_[i].kernel->run(steps_[i].in.data(), steps_[i].out.data());
     times_[i].seconds += std::chrono::duration<double>(clock::now() - t0).count();
+    times_[i].layout_seconds += LayoutTimer::seconds - layout0;
   }
+  LayoutTimer::on = false;
 }
 
 }  // namespace ts

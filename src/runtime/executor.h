@@ -35,6 +35,7 @@ class Executor {
   struct NodeTime {
     const Node* node;
     double seconds = 0;
+    double layout_seconds = 0;  // of which layout reorders inside the kernel
   };
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<NodeTime>& profile() const { return times_; }
