@@ -86,6 +86,39 @@ MemoryPlan plan_memory(const Function& f, bool inplace) {
     }
   }
 
+  // In-place intermediates: a same_index node may write an output over an
+  // arena value of the same type that dies at that node (e.g. relu-backward
+  // over the incoming gradient), as eager PyTorch's in-place ops do.
+  if (inplace) {
+    std::vector<int> claimed;  // roots already reused at the current node
+    for (int i = 0; i < end; ++i) {
+      const Node& n = f.nodes[i];
+      if (!n.def->same_index) continue;
+      claimed.clear();
+      for (int w2 : n.outputs) {
+        if (w2 < 0 || p.root[w2] != w2 || p.last[w2] < 0) continue;
+        for (int u : n.inputs) {
+          if (u < 0) continue;
+          const int r = p.root[u];
+          if (producer[r] < 0 || p.last[r] != i || r == w2) continue;
+          if (std::find(claimed.begin(), claimed.end(), r) != claimed.end()) continue;
+          if (f.value_types[r].nbytes() != f.value_types[w2].nbytes()) continue;
+          // Every read of r here must be element-aligned with the output.
+          bool aligned = true;
+          for (int x : n.inputs)
+            if (x >= 0 && p.root[x] == r) aligned = aligned && f.value_types[x] == f.value_types[w2];
+          if (!aligned) continue;
+          claimed.push_back(r);
+          for (size_t v = 0; v < nv; ++v)
+            if (p.root[v] == w2) p.root[v] = r;
+          p.last[r] = p.last[w2];
+          p.last[w2] = -1;
+          break;
+        }
+      }
+    }
+  }
+
   // Roots produced by a kernel and read by someone get an arena slot.
   std::vector<int> slots;
   for (size_t v = 0; v < nv; ++v)

@@ -25,6 +25,11 @@
 //    its op is same_index and that input has the output's exact type (no
 //    broadcast), so element i is read before element i is written.
 // The donated output (and its views) then become aliases of the input value.
+//
+// Reuse (inplace): likewise an output of a same_index node takes over the
+// slot of an arena value that dies at that node, when the byte sizes match
+// and every read of that value by the node is element-aligned with the
+// output (same type). One input is reused by one output at most.
 #pragma once
 #include <cstddef>
 #include <string>

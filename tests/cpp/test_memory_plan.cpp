@@ -119,12 +119,17 @@ json sgd_like(json extra_nodes = json::array(), json extra_outputs = json::array
 
 TEST(MemoryPlan, ChainReusesMemory) {
   Function f = function_of(chain());
-  MemoryPlan p = ts::plan_memory(f, true);
+  // In-place reuse off: placement alone shares slots between disjoint lifetimes.
+  MemoryPlan p = ts::plan_memory(f, false);
   expect_sound(f, p);
   EXPECT_EQ(p.naive_bytes, 5u * 1024);
   EXPECT_EQ(p.arena_bytes, 2u * 1024);  // two values are live at any node
   EXPECT_LT(p.arena_bytes, p.naive_bytes);
   EXPECT_EQ(p.offset[value_of(f, "a")], p.offset[value_of(f, "c")]);
+  // With reuse, each pointwise node writes over its dying input: one slot.
+  MemoryPlan q = ts::plan_memory(f, true);
+  expect_sound(f, q);
+  EXPECT_EQ(q.arena_bytes, 1024u);
 }
 
 TEST(MemoryPlan, ViewsExtendTheirBaseAndUnreadValuesGetNoSlot) {
@@ -141,7 +146,7 @@ TEST(MemoryPlan, ViewsExtendTheirBaseAndUnreadValuesGetNoSlot) {
          node("cv", "aten.view.default", {"c"}, {12}, {{"size", {12}}}),
          node("d", "aten.add.Tensor", {"v", "cv"}, {12}, {{"alpha", 1}})}},
        {"outputs", {out_port("d", "loss", {12})}}});
-  MemoryPlan p = ts::plan_memory(f, true);
+  MemoryPlan p = ts::plan_memory(f, false);
   expect_sound(f, p);
   int a = value_of(f, "a"), v = value_of(f, "v"), u = value_of(f, "u");
   EXPECT_EQ(p.root[v], a);
