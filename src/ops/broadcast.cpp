@@ -110,8 +110,7 @@ std::vector<int64_t> contiguous_strides(const Shape& s) {
 namespace {
 template <class S, class D>
 void cast_typed(const S* s, D* d, int64_t n) {
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) d[i] = static_cast<D>(s[i]);
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { d[i] = static_cast<D>(s[i]); });
 }
 }  // namespace
 
@@ -155,8 +154,7 @@ void fill_bytes(void* dst, const void* elem, size_t esize, int64_t n) {
     T v;
     std::memcpy(&v, elem, sizeof(T));
     T* d = static_cast<T*>(dst);
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) d[i] = v;
+    parallel_for(n, n > kParallelMin, [&](int64_t i) { d[i] = v; });
   };
   switch (esize) {
     case 1: fill(uint8_t{}); break;

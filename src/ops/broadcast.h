@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "ops/parallel.h"
 
 namespace ts {
 
@@ -86,10 +87,9 @@ void bcast_for_rows(const BcastPlan& p, F&& f) {
   const int64_t rows = inner ? p.numel / inner : 0;
   int64_t ist[4];
   for (int k = 0; k < p.nops; ++k) ist[k] = r ? p.strides[k][r - 1] : 0;
-#pragma omp parallel if (p.numel > kParallelMin)
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+  parallel_region(p.numel > kParallelMin, [&](int t, int nt) {
+    int64_t r0, r1;
+    split_range(rows, t, nt, r0, r1);
     if (r0 < r1) {
       int64_t idx[kMaxDims];
       int64_t off[4] = {0, 0, 0, 0};
@@ -109,7 +109,7 @@ void bcast_for_rows(const BcastPlan& p, F&& f) {
         }
       }
     }
-  }
+  });
 }
 
 // Holds an operand converted to the compute dtype: a small inline slot for

@@ -6,6 +6,7 @@
 // That post-op turns NaN into 0, so a step whose inputs could produce a NaN
 // (non-finite, or large enough to overflow) runs the plain convolution and
 // a NaN-propagating relu instead.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,7 @@
 
 #include "ops/dnnl_util.h"
 #include "ops/op.h"
+#include "ops/parallel.h"
 
 namespace ts {
 namespace {
@@ -132,13 +134,17 @@ struct Port {
 // Largest |v| over n floats as its bit pattern; >= 0x7f800000 means some
 // value is inf or NaN. Integer max, so it vectorises and never misses a NaN.
 uint32_t max_abs_bits(const float* p, int64_t n) {
-  uint32_t m = 0;
-#pragma omp parallel for reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) {
+  auto abs_bits = [p](int64_t i) {
     uint32_t b;
     std::memcpy(&b, p + i, sizeof b);
-    b &= 0x7fffffffu;
-    m = b > m ? b : m;
+    return b & 0x7fffffffu;
+  };
+  uint32_t m = 0;
+  if (omp_can_fork()) {  // no one-thread region: it would allocate a team
+#pragma omp parallel for reduction(max : m)
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, abs_bits(i));
+  } else {
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, abs_bits(i));
   }
   return m;
 }
@@ -192,8 +198,8 @@ class ConvFwdKernel : public Kernel {
       plain_conv_.exec();
       dst_.sync();
       float* y = out[0].as<float>();
-#pragma omp parallel for
-      for (int64_t i = 0; i < n_out_; ++i) y[i] = y[i] < 0.f ? 0.f : y[i];  // as aten.relu
+      // as aten.relu
+      parallel_for(n_out_, true, [&](int64_t i) { y[i] = y[i] < 0.f ? 0.f : y[i]; });
       return;
     }
     conv_.exec();

@@ -36,16 +36,13 @@ template <class T, class O, class F>
 void bin_loop(const BcastPlan& p, const T* a, const T* b, O* o, F f) {
   const int64_t n = p.numel;
   if (p.flat[0] && p.flat[1]) {
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+    parallel_for(n, n > kParallelMin, [&](int64_t i) { o[i] = f(a[i], b[i]); });
   } else if (p.scalar[0] && p.flat[1]) {
     const T av = a[0];
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+    parallel_for(n, n > kParallelMin, [&](int64_t i) { o[i] = f(av, b[i]); });
   } else if (p.flat[0] && p.scalar[1]) {
     const T bv = b[0];
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+    parallel_for(n, n > kParallelMin, [&](int64_t i) { o[i] = f(a[i], bv); });
   } else {
     bcast_for_rows(p, [&](int64_t oo, const int64_t* off, int64_t len, const int64_t* st) {
       const T* pa = a + off[0];
@@ -155,8 +152,7 @@ struct BinKernel : Kernel {
         if (op == Bin::Pow && scalar_pow) {
           const int64_t n = p.numel;
           with_pow_scalar_fn<T>(expo, [&](auto f) {
-#pragma omp parallel for if (n > kParallelMin)
-            for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+            parallel_for(n, n > kParallelMin, [&](int64_t i) { o[i] = f(a[i]); });
           });
           return;
         }
@@ -313,13 +309,12 @@ template <class T, bool C1, bool A1, bool B1>
 void where_flat(const bool* cond, const T* a, const T* b, T* o, int64_t n) {
   const uint8_t* c = reinterpret_cast<const uint8_t*>(cond);
   if (n <= kParallelMin) return where_loop<T, C1, A1, B1>(c, a, b, o, n);
-#pragma omp parallel
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
+  parallel_region(true, [&](int t, int nt) {
+    int64_t i0, i1;
+    split_range(n, t, nt, i0, i1);
     where_loop<T, C1, A1, B1>(c + (C1 ? 0 : i0), a + (A1 ? 0 : i0), b + (B1 ? 0 : i0),
                               o + i0, i1 - i0);
-  }
+  });
 }
 
 // cond arrives as 0/1 floats.

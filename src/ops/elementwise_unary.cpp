@@ -19,8 +19,7 @@ bool is_float_op(Un op) {
 
 template <class T, class F>
 void un_loop(const T* a, T* o, int64_t n, F f) {
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { o[i] = f(a[i]); });
 }
 
 // The expression of each op, shared by the kernel loop and the float32 tile

@@ -187,13 +187,14 @@ struct FusedKernel : Kernel {
     }
     const int64_t ntiles = (numel + kTile - 1) / kTile;
     const int nslots = static_cast<int>(slots.size());
-#pragma omp parallel num_threads(nthr) if (numel > kParallelMin)
-    {
-      const int t = omp_get_thread_num();
+    // Each thread has its own registers and pointer row (thread 0's when the
+    // loop runs on the calling thread); tiles are independent.
+    parallel_region(numel > kParallelMin, [&](int t, int nt) {
       float* reg0 = static_cast<float*>(regs.data()) + static_cast<int64_t>(t) * nregs * kTile;
       float** P = ptrs.data() + static_cast<int64_t>(t) * nslots;
-#pragma omp for schedule(static)
-      for (int64_t tile = 0; tile < ntiles; ++tile) {
+      int64_t tile0, tile1;
+      split_range(ntiles, t, nt, tile0, tile1);
+      for (int64_t tile = tile0; tile < tile1; ++tile) {
         const int64_t off = tile * kTile;
         const int64_t len = std::min(kTile, numel - off);
         for (int s = 0; s < nslots; ++s) {
@@ -230,7 +231,7 @@ struct FusedKernel : Kernel {
           }
         }
       }
-    }
+    }, nthr);
   }
 };
 

@@ -112,21 +112,19 @@ struct GatherKernel : Kernel {
       T* o = out[0].as<T>();
       const IndexPlan& q = p;
       if (q.simple) {
-#pragma omp parallel for if (q.n > kParallelMin)
-        for (int64_t ok = 0; ok < q.O * q.K; ++ok) {
+        parallel_for(q.O * q.K, q.n > kParallelMin, [&](int64_t ok) {
           const int64_t ob = ok / q.K;
           const int64_t* ix = idx + ok * q.I;
           const T* sb = s + ob * q.D * q.I;
           T* ob_ = o + ok * q.I;
           for (int64_t i = 0; i < q.I; ++i) ob_[i] = sb[ix[i] * q.I + i];
-        }
+        });
       } else {
         const int64_t dstride = q.rank ? q.sstride[q.dim] : 0;
-#pragma omp parallel for if (q.n > kParallelMin)
-        for (int64_t e = 0; e < q.n; ++e) {
+        parallel_for(q.n, q.n > kParallelMin, [&](int64_t e) {
           int64_t ro;
           o[e] = s[q.self_off(e, &ro) + idx[e] * dstride];
-        }
+        });
       }
     });
   }
@@ -233,11 +231,10 @@ struct IndexSelectKernel : Kernel {
     const size_t es = dtype_size(in[0].dtype), row = static_cast<size_t>(I) * es;
     const char* s = static_cast<const char*>(in[0].data);
     char* o = static_cast<char*>(out[0].data);
-#pragma omp parallel for if (O * K * I > kParallelMin)
-    for (int64_t ok = 0; ok < O * K; ++ok) {
+    parallel_for(O * K, O * K * I > kParallelMin, [&](int64_t ok) {
       const int64_t ob = ok / K, k = ok % K;
       std::memcpy(o + ok * row, s + (ob * D + idx[k]) * row, row);
-    }
+    });
   }
 };
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ops/op.h"
+#include "ops/parallel.h"
 #include "ops/pool.h"
 
 namespace ts {
@@ -105,15 +106,14 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
     const float* go = in[0].as<float>();
     const int64_t* idx = in[2].as<int64_t>();
     int64_t n_in = g.H * g.W, n_out = g.OH * g.OW;
-#pragma omp parallel for
-    for (int64_t p = 0; p < g.planes; ++p) {
+    parallel_for(g.planes, true, [&](int64_t p) {
       float* gp = gi + p * n_in;
       for (int64_t i = 0; i < n_in; ++i) gp[i] = 0.f;
       for (int64_t o = p * n_out; o < (p + 1) * n_out; ++o) {
         int64_t j = idx[o];
         if (j >= 0 && j < n_in) gp[j] += go[o];  // guard: indices come from the graph
       }
-    }
+    });
   });
 }
 
@@ -124,8 +124,7 @@ namespace pool_detail {
 // Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
 // first max wins (strict >), and any NaN is taken as the max.
 void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
-#pragma omp parallel for
-  for (int64_t p = 0; p < g.planes; ++p) {
+  parallel_for(g.planes, true, [&](int64_t p) {
     const float* xp = x + p * g.H * g.W;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t h0 = oh * g.sh - g.ph;
@@ -150,7 +149,7 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
         if (idx) idx[o] = best_i;
       }
     }
-  }
+  });
 }
 
 bool max_pool_tiles(const PoolGeom& g) {
@@ -242,23 +241,21 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 #if defined(__AVX512F__)
   if (g.kh == 2 && g.kw == 2) {
-#pragma omp parallel for
-    for (int64_t p = 0; p < g.planes; ++p) {
+    parallel_for(g.planes, true, [&](int64_t p) {
       int64_t o = p * g.OH * g.OW;
       pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx + o);
-    }
+    });
     return;
   }
 #endif
   auto row = g.kh == 2 && g.kw == 2 ? &tiled_row<2, 2> : &tiled_row<0, 0>;
-#pragma omp parallel for
-  for (int64_t p = 0; p < g.planes; ++p) {
+  parallel_for(g.planes, true, [&](int64_t p) {
     const float* xp = x + p * g.H * g.W;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t o = (p * g.OH + oh) * g.OW;
       row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, idx + o);
     }
-  }
+  });
 }
 
 }  // namespace pool_detail

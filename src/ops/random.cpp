@@ -45,8 +45,7 @@ struct PhiloxKernel : Kernel {
     float* o = out[0].as<float>();
     const int64_t n = out[0].numel();
     if (normal) {
-#pragma omp parallel for if (n > kParallelMin / 8)
-      for (int64_t i = 0; i < n; ++i) {
+      parallel_for(n, n > kParallelMin / 8, [&](int64_t i) {
         const uint64_t u = static_cast<uint64_t>(i);
         const uint32_t c[4] = {static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32), ka, offset};
         uint32_t x[4];
@@ -54,12 +53,11 @@ struct PhiloxKernel : Kernel {
         const double u1 = (static_cast<double>(x[0] >> 8) + 1.0) * kTwoPow24Inv;
         const double u2 = static_cast<double>(x[1] >> 8) * kTwoPow24Inv;
         o[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-      }
+      });
       return;
     }
     const int64_t blocks = (n + 3) / 4;
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t b = 0; b < blocks; ++b) {
+    parallel_for(blocks, n > kParallelMin, [&](int64_t b) {
       const uint64_t u = static_cast<uint64_t>(b);
       const uint32_t c[4] = {static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32), ka, offset};
       uint32_t x[4];
@@ -67,7 +65,7 @@ struct PhiloxKernel : Kernel {
       const int64_t m = std::min<int64_t>(4, n - b * 4);
       for (int64_t j = 0; j < m; ++j)
         o[b * 4 + j] = static_cast<float>(x[j] >> 8) * static_cast<float>(kTwoPow24Inv);
-    }
+    });
   }
 };
 

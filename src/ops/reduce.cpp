@@ -119,8 +119,7 @@ template <class Op, class A, class T, class OutT, class Fin>
 void reduce_run(const RedPlan& p, const T* in, OutT* out, Fin fin) {
   const int64_t total = p.out_numel * (p.general ? 1 : p.R);
   if (p.general) {
-#pragma omp parallel for if (p.out_numel * 16 > kParallelMin)
-    for (int64_t o = 0; o < p.out_numel; ++o) {
+    parallel_for(p.out_numel, p.out_numel * 16 > kParallelMin, [&](int64_t o) {
       int64_t base = 0, rem = o;
       for (int d = p.nk - 1; d >= 0; --d) {
         base += (rem % p.kshape[d]) * p.kstride[d];
@@ -141,30 +140,29 @@ void reduce_run(const RedPlan& p, const T* in, OutT* out, Fin fin) {
         if (d < 0) break;
       }
       out[o] = fin(acc);
-    }
+    });
     return;
   }
   const int64_t O = p.O, R = p.R, I = p.I;
   if (I == 1) {
     const int nt = omp_get_max_threads();
     if (O >= nt || total <= kParallelMin) {
-#pragma omp parallel for if (total > kParallelMin)
-      for (int64_t o = 0; o < O; ++o) out[o] = fin(reduce_contig<Op, A>(in + o * R, R));
+      parallel_for(O, total > kParallelMin,
+                   [&](int64_t o) { out[o] = fin(reduce_contig<Op, A>(in + o * R, R)); });
     } else {
       // Few long rows: split each row across threads, merge partials in order.
       for (int64_t o = 0; o < O; ++o) {
         A part[256];
         int used = 1;
-#pragma omp parallel
-        {
-          const int n = std::min(omp_get_num_threads(), 256), t = omp_get_thread_num();
+        parallel_region(true, [&](int t, int nt_) {
+          const int n = std::min(nt_, 256);
           if (t < n) {
-            const int64_t r0 = R * t / n, r1 = R * (t + 1) / n;
+            int64_t r0, r1;
+            split_range(R, t, n, r0, r1);
             part[t] = reduce_contig<Op, A>(in + o * R + r0, r1 - r0);
           }
-#pragma omp single
-          used = n;
-        }
+          if (t == 0) used = n;
+        });
         A acc = part[0];
         for (int t = 1; t < used; ++t) acc = Op::merge(acc, part[t]);
         out[o] = fin(acc);
@@ -173,8 +171,7 @@ void reduce_run(const RedPlan& p, const T* in, OutT* out, Fin fin) {
     return;
   }
   const int64_t nb = (I + kColBlock - 1) / kColBlock;
-#pragma omp parallel for if (total > kParallelMin)
-  for (int64_t task = 0; task < O * nb; ++task) {
+  parallel_for(O * nb, total > kParallelMin, [&](int64_t task) {
     const int64_t o = task / nb, i0 = (task % nb) * kColBlock;
     const int64_t w = std::min(kColBlock, I - i0);
     A acc[kColBlock];
@@ -184,7 +181,7 @@ void reduce_run(const RedPlan& p, const T* in, OutT* out, Fin fin) {
       for (int64_t j = 0; j < w; ++j) acc[j] = Op::step(acc[j], x[j]);
     }
     for (int64_t j = 0; j < w; ++j) out[o * I + i0 + j] = fin(acc[j]);
-  }
+  });
 }
 
 enum class Red { Sum, Mean, Max, Min };
@@ -328,8 +325,7 @@ struct ArgmaxKernel : Kernel {
       using T = decltype(tag);
       const T* x = in[0].as<T>();
       const int64_t O_ = O, R_ = R, I_ = I;
-#pragma omp parallel for if (O_ * R_ * I_ > kParallelMin)
-      for (int64_t oi = 0; oi < O_ * I_; ++oi) {
+      parallel_for(O_ * I_, O_ * R_ * I_ > kParallelMin, [&](int64_t oi) {
         const int64_t ob = oi / I_, i = oi % I_;
         const T* p = x + ob * R_ * I_ + i;
         T best = p[0];
@@ -349,7 +345,7 @@ struct ArgmaxKernel : Kernel {
           }
         }
         o[oi] = bi;
-      }
+      });
     });
   }
 };

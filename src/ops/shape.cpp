@@ -85,13 +85,12 @@ template <class T>
 void transpose2d(const T* in, T* out, int64_t R, int64_t C) {
   constexpr int64_t B = 32;
   const int64_t nr = (R + B - 1) / B, nc = (C + B - 1) / B;
-#pragma omp parallel for if (R * C > kParallelMin)
-  for (int64_t blk = 0; blk < nr * nc; ++blk) {
+  parallel_for(nr * nc, R * C > kParallelMin, [&](int64_t blk) {
     const int64_t r0 = (blk % nr) * B, c0 = (blk / nr) * B;
     const int64_t r1 = std::min(R, r0 + B), c1 = std::min(C, c0 + B);
     for (int64_t c = c0; c < c1; ++c)
       for (int64_t r = r0; r < r1; ++r) out[c * R + r] = in[r * C + c];
-  }
+  });
 }
 
 // A strided read of the input in output order (permute, expand).
@@ -282,8 +281,7 @@ struct CatKernel : Kernel {
     for (int64_t k : K) total += k;
     char* o = static_cast<char*>(out[0].data);
     const int n = static_cast<int>(K.size());
-#pragma omp parallel for if (O * total * I > kParallelMin && O > 1)
-    for (int64_t ob = 0; ob < O; ++ob) {
+    parallel_for(O, O * total * I > kParallelMin && O > 1, [&](int64_t ob) {
       int64_t at = 0;
       for (int j = 0; j < n; ++j) {
         if (!K[j]) continue;
@@ -292,7 +290,7 @@ struct CatKernel : Kernel {
         cast_buffer(src, in[j].dtype, o + (ob * total * I + at) * es, out[0].dtype, len);
         at += len;
       }
-    }
+    });
   }
 };
 
@@ -320,11 +318,10 @@ struct SliceKernel : Kernel {
       const T* x = static_cast<const T*>(in[0].data);
       T* o = static_cast<T*>(out[0].data);
       const int64_t O_ = O, D_ = D, I_ = I, s0 = start, st = step, L_ = L;
-#pragma omp parallel for if (O_ * L_ * I_ > kParallelMin)
-      for (int64_t ol = 0; ol < O_ * L_; ++ol) {
+      parallel_for(O_ * L_, O_ * L_ * I_ > kParallelMin, [&](int64_t ol) {
         const int64_t ob = ol / L_, l = ol % L_;
         std::memcpy(o + ol * I_, x + (ob * D_ + s0 + l * st) * I_, sizeof(T) * I_);
-      }
+      });
     });
   }
 };

@@ -8,12 +8,12 @@ attributes allocations whose call stack passes through them separately
   libdnnl  dnnl_primitive_execute builds its argument map (exec_args_t, a
            std::unordered_map) on every call; there is no allocation-free
            entry point in oneDNN's API.
-  libgomp  every `#pragma omp parallel ... if(cond)` region that runs with one
-           thread (cond false, or --threads 1) allocates and frees its team in
+  libgomp  every OpenMP region that runs with one thread (an `if` clause that
+           is false, or --threads 1) allocates and frees its team in
            GOMP_parallel (libgomp caches only teams of more than one thread).
-           This one is ours to fix in the kernels (skip the parallel construct
-           when it would run on one thread); test_openmp_regions_do_not_allocate
-           records it until then.
+           The kernels never start such a region (src/ops/parallel.h runs the
+           loop on the calling thread instead), so test_openmp_regions_do_not_allocate
+           asserts that libgomp allocates nothing per step either.
 Everything else (runtime, session, kernels, the bench loop) must not allocate."""
 import os
 import re
@@ -69,7 +69,8 @@ def test_train_step_does_not_allocate(per_step, flags):
     assert extra["own"] == 0, f"allocations in 20 more steps, outside {LIBS}: {extra}"
 
 
-@pytest.mark.xfail(strict=True, reason="one-thread `omp parallel if(...)` regions allocate a "
-                   "libgomp team per call; fix in the kernels, then drop this mark")
-def test_openmp_regions_do_not_allocate(per_step):
-    assert per_step()["libgomp"] == 0, per_step()
+@pytest.mark.parametrize("flags", [(), ("--threads", "1"), ("--threads", "2")],
+                         ids=["default", "threads1", "threads2"])
+def test_openmp_regions_do_not_allocate(per_step, flags):
+    extra = per_step(flags)
+    assert extra["libgomp"] == 0, f"libgomp allocations in 20 more steps: {extra}"
