@@ -205,19 +205,23 @@ Program parse_program(const json& j, const std::string& what) {
   return p;
 }
 
+NodeCtx node_ctx(const Function& f, const Node& n) {
+  std::vector<TensorType> in;
+  std::vector<bool> present;
+  for (int v : n.inputs) {
+    in.push_back(v >= 0 ? f.value_types[v] : TensorType{});
+    present.push_back(v >= 0);
+  }
+  return NodeCtx(n.name, n.op, n.attrs, std::move(in), std::move(present));
+}
+
 void verify_function(Function& f, const std::string& what) {
   const OpRegistry& reg = OpRegistry::get();
   for (auto& n : f.nodes) {
     n.def = reg.find(n.op);
     std::string where = what + ": function '" + f.name + "': node '" + n.name + "' (" + n.op + ")";
     if (!n.def) fail(where + ": unsupported op (see docs/ops.md for the supported list)");
-    std::vector<TensorType> in;
-    std::vector<bool> present;
-    for (int v : n.inputs) {
-      in.push_back(v >= 0 ? f.value_types[v] : TensorType{});
-      present.push_back(v >= 0);
-    }
-    NodeCtx ctx(n.name, n.op, n.attrs, in, present);
+    NodeCtx ctx = node_ctx(f, n);
     std::vector<TensorType> out;
     try {
       out = n.def->infer(ctx);

@@ -72,6 +72,10 @@ constexpr int kFormatVersion = 1;
 Program parse_program(const json& j, const std::string& what);
 void verify_function(Function& f, const std::string& what);
 
+// The NodeCtx an op sees for node n of f (input types from f's values;
+// absent optional inputs marked). n must outlive it (attrs are referenced).
+NodeCtx node_ctx(const Function& f, const Node& n);
+
 // One-line text form of a node, for dumps and pass tests.
 std::string node_str(const Function& f, const Node& n);
 

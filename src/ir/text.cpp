@@ -200,13 +200,7 @@ struct Builder {
       std::string where = "ir text line " + std::to_string(node_line[i]) + ": ";
       n.def = reg.find(n.op);
       if (!n.def) fail(where + "unknown op '" + n.op + "'");
-      std::vector<TensorType> in;
-      std::vector<bool> present;
-      for (int v : n.inputs) {
-        in.push_back(v >= 0 ? f.value_types[v] : TensorType{});
-        present.push_back(v >= 0);
-      }
-      NodeCtx ctx(n.name, n.op, n.attrs, in, present);
+      NodeCtx ctx = node_ctx(f, n);
       try {
         n.declared = n.def->infer(ctx);
       } catch (const Error& e) {

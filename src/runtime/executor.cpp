@@ -26,15 +26,10 @@ Executor::Executor(const Function& f, int threads, bool inplace)
     if (n.def->alias_input0) continue;
     Step s;
     s.node = &n;
-    std::vector<TensorType> in_types, out_types;
-    std::vector<bool> present;
-    for (int v : n.inputs) {
-      in_types.push_back(v >= 0 ? f.value_types[v] : TensorType{});
-      present.push_back(v >= 0);
-    }
+    std::vector<TensorType> out_types;
     for (size_t k = 0; k < n.outputs.size(); ++k)
       out_types.push_back(n.outputs[k] >= 0 ? f.value_types[n.outputs[k]] : n.declared[k]);
-    NodeCtx ctx(n.name, n.op, n.attrs, in_types, present);
+    NodeCtx ctx = node_ctx(f, n);
     KernelCtx kctx{ctx, out_types, threads_};
     s.kernel = n.def->make(kctx);
     s.in.resize(n.inputs.size());
