@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tscli::add_inspect(app, action);
   tscli::add_ops(app, action);
   tscli::add_bench(app, action);
+  tscli::add_lr_schedule(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
