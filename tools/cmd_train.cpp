@@ -53,7 +53,13 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--epochs", o->epochs, "epochs to run now (after --resume: more epochs)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--lr", o->lr, "base learning rate (default: the optimizer's)");
-  cmd->add_option("--lr-schedule", o->lr_schedule, "constant | step:STEP_SIZE:GAMMA (per epoch)");
+  cmd->add_option("--lr-schedule", o->lr_schedule,
+                  "constant | step:S:G | multistep:M1,M2,...:G | exp:G | cosine:T_MAX[:ETA_MIN] | "
+                  "linear:START:END:ITERS | onecycle:MAX_LR:TOTAL[:PCT[:DIV[:FINAL_DIV[:cos|linear]]]] | "
+                  "seq:SPEC1|SPEC2:MILESTONE (default: the checkpoint's, else constant)");
+  cmd->add_option("--lr-schedule-unit", o->lr_schedule_unit,
+                  "epoch (default) | step: step the schedule once per epoch or per training step")
+      ->check(CLI::IsMember({"epoch", "step"}));
   cmd->add_option("--seed", o->seed, "seed for data order and dropout");
   cmd->add_option("--save", o->save, "checkpoint written after every epoch");
   cmd->add_option("--resume", o->resume, "checkpoint to continue from");

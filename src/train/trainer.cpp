@@ -64,6 +64,7 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
   int64_t first_epoch = 0;
   double base_lr = o.lr >= 0 ? o.lr : s.lr();
   std::string schedule_spec = o.lr_schedule;
+  std::string unit = o.lr_schedule_unit;
   int64_t seed = o.seed;
   if (!o.resume.empty()) {
     auto meta = s.load_checkpoint(o.resume);
@@ -79,10 +80,19 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
       fail(o.resume + ": checkpoint metadata has a malformed epoch or base_lr");
     }
     if (schedule_spec.empty()) schedule_spec = get("lr_schedule");
+    // Checkpoints from before per-step schedules have no unit: they were per epoch.
+    if (unit.empty()) unit = meta.count("lr_schedule_unit") ? meta["lr_schedule_unit"] : "epoch";
     seed = s.seed();
   }
   s.set_seed(seed);
+  if (unit.empty()) unit = "epoch";
+  if (unit != "epoch" && unit != "step")
+    fail("bad LR schedule unit '" + unit + "' (expected 'epoch' or 'step')");
+  const bool per_step = unit == "step";
   LrSchedule sched = LrSchedule::parse(schedule_spec);
+  // Per step, the schedule index is the session's global step (kept in
+  // checkpoints), so a resume continues the sequence where it stopped.
+  LrSchedule::Cursor cursor(sched, base_lr);
   Batcher data(train_set, s.batch_size(), o.mean, o.std);
   auto pf = prefetcher(s, "train_step", data);
   int64_t nb = data.full_batches();
@@ -93,7 +103,12 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
   for (int64_t e = first_epoch; e < first_epoch + o.epochs; ++e) {
     EpochReport rep;
     rep.epoch = e + 1;
-    rep.lr = sched.at_epoch(base_lr, e);
+    if (per_step) {
+      cursor.advance_to(s.step());
+      rep.lr = cursor.lr();
+    } else {
+      rep.lr = sched.at_epoch(base_lr, e);
+    }
     s.set_lr(rep.lr);
     data.shuffle(static_cast<uint64_t>(seed), e);
     pf->start(0, nb);
@@ -101,6 +116,10 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
     double loss_sum = 0;
     for (int64_t b = 0; b < nb; ++b) {
       pf->next();
+      if (per_step) {
+        cursor.advance_to(s.step());
+        s.set_lr(cursor.lr());
+      }
       float loss = s.train_step({pf->x().view}, pf->y().view);
       if (!std::isfinite(loss))
         fail("epoch " + std::to_string(e + 1) + ", step " + std::to_string(s.step() - 1) +
@@ -123,6 +142,7 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
       s.save_checkpoint(o.save, {{"epoch", std::to_string(e + 1)},
                                  {"base_lr", fmt("%.17g", base_lr)},
                                  {"lr_schedule", sched.spec()},
+                                 {"lr_schedule_unit", unit},
                                  {"data_position", "0"}});
     on_epoch(rep);
   }

@@ -20,6 +20,10 @@ struct TrainOptions {
   int64_t epochs = 1;             // epochs to run in this call
   double lr = -1;                 // base LR; < 0: the artifact's (or checkpoint's)
   std::string lr_schedule;        // see LrSchedule; empty: checkpoint's or constant
+  // "epoch": step the schedule once per epoch (index = epoch); "step": once
+  // per training step (index = the session's global step). Empty: the
+  // checkpoint's, else "epoch".
+  std::string lr_schedule_unit;
   int64_t seed = 1;               // data order and RNG; a resume keeps the checkpoint's
   int64_t max_batches = 0;        // > 0: stop each epoch after this many batches
   std::string save;               // checkpoint after every epoch
