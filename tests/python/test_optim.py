@@ -87,8 +87,10 @@ def test_unsupported_option_is_named(cls, kw, msg):
 @pytest.mark.parametrize("beta", [0.9, 0.99, 0.999, 0.9999])
 def test_bias_correction_precision(beta):
     """1 - beta ** step on a float32 step tensor vs torch's float64 value
-    rounded to float32: at most 2 float32 ulps (measured: <= 1 ulp) over
-    the first 10^5 steps, where a plain float32 pow would be ~1e-5 off."""
+    rounded to float32: at most 2 float32 ulps (eps * |value|) over the
+    first 10^5 steps; measured 0.77 / 0.95 / 1.07 / 1.11 ulps for beta =
+    0.9 / 0.99 / 0.999 / 0.9999, where 1 - pow(float32 beta, step) is off by
+    3e-7 / 1.8e-6 / 2e-5 / 2.2e-4 relative."""
     steps = torch.arange(1, 100001, dtype=torch.float32)
     mine = ts_optim._bias_correction(beta, steps)
     ref = (1 - beta ** steps.double()).float()
