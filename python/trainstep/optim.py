@@ -10,6 +10,8 @@ re-export. Tests compare these against torch.optim eager.
 State names: "optim/<param name>/<torch state key>" per parameter, plus the
 shared step counter "optim/step" (float32, steps taken so far).
 """
+import math
+
 import torch
 
 STEP = "optim/step"
@@ -132,7 +134,134 @@ class Adadelta(FunctionalOptimizer):
         return new_p, new_s
 
 
-SUPPORTED = {"SGD": SGD, "Adadelta": Adadelta}
+def _bias_correction(beta, step):
+    """1 - beta ** step for a float32 step tensor (torch 1.13's non-capturable
+    path takes step.item() and computes this in float64).
+
+    1 - beta ** step cancels badly near step 1 (beta2 = 0.999 in float32 is
+    off by 1.3e-8 relative, which becomes ~1e-5 relative in 1 - beta2 ** 1),
+    so this is -expm1(step * log(beta)), with log(beta) taken in float64:
+    within ~2 float32 ulps of torch's float64 value rounded to float32
+    (measured in tests/python/test_optim.py::test_bias_correction_precision).
+    """
+    return -torch.expm1(step * math.log(beta))
+
+
+class Adam(FunctionalOptimizer):
+    """torch 1.13 _single_tensor_adam, non-capturable path."""
+    name = "Adam"
+    hyper = {"betas": None, "eps": None, "weight_decay": None, "amsgrad": None,
+             "maximize": None, "foreach": None, "capturable": {False, None},
+             "differentiable": {False, None}, "fused": {False, None}}
+    decoupled = False  # AdamW: decay the parameter instead of the gradient
+
+    def __init__(self, group):
+        super().__init__(group)
+        self.keys = ("exp_avg", "exp_avg_sq") + (
+            ("max_exp_avg_sq",) if self.h.get("amsgrad", False) else ())
+
+    def update(self, params, grads, state, lr):
+        beta1, beta2 = self.h["betas"]
+        eps, wd = self.h["eps"], self.h.get("weight_decay", 0)
+        step = state[STEP] + 1
+        bc1 = _bias_correction(beta1, step)
+        bc2 = _bias_correction(beta2, step)
+        step_size = lr / bc1
+        bc2_sqrt = bc2.sqrt()
+        new_p, new_s = {}, {STEP: step}
+        for n, p in params.items():
+            g = grads[n]
+            if self.h.get("maximize", False):
+                g = -g
+            if self.decoupled:
+                p = p * (1 - lr * wd)
+            elif wd != 0:
+                g = g + wd * p
+            m = state[state_name(n, "exp_avg")] * beta1 + (1 - beta1) * g
+            v = state[state_name(n, "exp_avg_sq")] * beta2 + (1 - beta2) * g * g
+            new_s[state_name(n, "exp_avg")] = m
+            new_s[state_name(n, "exp_avg_sq")] = v
+            if self.h.get("amsgrad", False):
+                v = torch.maximum(state[state_name(n, "max_exp_avg_sq")], v)
+                new_s[state_name(n, "max_exp_avg_sq")] = v
+            denom = v.sqrt() / bc2_sqrt + eps
+            new_p[n] = p - step_size * m / denom
+        return new_p, new_s
+
+
+class AdamW(Adam):
+    """torch 1.13 _single_tensor_adamw: p *= 1 - lr * weight_decay first."""
+    name = "AdamW"
+    decoupled = True
+    hyper = dict(Adam.hyper)
+    del hyper["fused"]
+
+
+class RMSprop(FunctionalOptimizer):
+    """torch 1.13 _single_tensor_rmsprop."""
+    name = "RMSprop"
+    hyper = {"alpha": None, "eps": None, "weight_decay": None, "momentum": None,
+             "centered": None, "maximize": None, "foreach": None,
+             "differentiable": {False, None}}
+
+    def __init__(self, group):
+        super().__init__(group)
+        self.keys = ("square_avg",) + (
+            ("momentum_buffer",) if self.h.get("momentum", 0) > 0 else ()) + (
+            ("grad_avg",) if self.h.get("centered", False) else ())
+
+    def update(self, params, grads, state, lr):
+        alpha, eps, mom = self.h["alpha"], self.h["eps"], self.h.get("momentum", 0)
+        new_p, new_s = {}, {STEP: state[STEP] + 1}
+        for n, p in params.items():
+            g = self._effective_grad(p, grads[n])
+            sq = state[state_name(n, "square_avg")] * alpha + (1 - alpha) * g * g
+            new_s[state_name(n, "square_avg")] = sq
+            if self.h.get("centered", False):
+                ga = state[state_name(n, "grad_avg")] * alpha + (1 - alpha) * g
+                new_s[state_name(n, "grad_avg")] = ga
+                avg = (sq - ga * ga).sqrt()
+            else:
+                avg = sq.sqrt()
+            avg = avg + eps
+            if mom > 0:
+                buf = state[state_name(n, "momentum_buffer")] * mom + g / avg
+                new_s[state_name(n, "momentum_buffer")] = buf
+                new_p[n] = p - lr * buf
+            else:
+                new_p[n] = p - lr * g / avg
+        return new_p, new_s
+
+
+class Adagrad(FunctionalOptimizer):
+    """torch 1.13 _single_tensor_adagrad (dense gradients)."""
+    name = "Adagrad"
+    keys = ("sum",)
+    hyper = {"lr_decay": None, "weight_decay": None, "initial_accumulator_value": None,
+             "eps": None, "maximize": None, "foreach": None}
+
+    def init_state(self, params):
+        state = super().init_state(params)
+        init = self.h.get("initial_accumulator_value", 0)
+        for n, p in params.items():
+            state[state_name(n, "sum")] = torch.full_like(p, init)
+        return state
+
+    def update(self, params, grads, state, lr):
+        eps, decay = self.h["eps"], self.h.get("lr_decay", 0)
+        step = state[STEP] + 1
+        clr = lr / (1 + (step - 1) * decay) if decay != 0 else lr
+        new_p, new_s = {}, {STEP: step}
+        for n, p in params.items():
+            g = self._effective_grad(p, grads[n])
+            s = state[state_name(n, "sum")] + g * g
+            new_s[state_name(n, "sum")] = s
+            new_p[n] = p - clr * g / (s.sqrt() + eps)
+        return new_p, new_s
+
+
+SUPPORTED = {"SGD": SGD, "Adadelta": Adadelta, "Adam": Adam, "AdamW": AdamW,
+             "RMSprop": RMSprop, "Adagrad": Adagrad}
 
 
 def from_torch(opt):

@@ -10,10 +10,10 @@ namespace ts {
 
 namespace {
 
-enum class Un { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign };
+enum class Un { Neg, Exp, Expm1, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign };
 
 bool is_float_op(Un op) {
-  return op == Un::Exp || op == Un::Log || op == Un::Sqrt || op == Un::Rsqrt ||
+  return op == Un::Exp || op == Un::Expm1 || op == Un::Log || op == Un::Sqrt || op == Un::Rsqrt ||
          op == Un::Sigmoid || op == Un::Tanh || op == Un::Reciprocal;
 }
 
@@ -29,6 +29,7 @@ void with_un_fn(Un op, G&& g) {
   if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
       case Un::Exp: return g([](T x) { return std::exp(x); });
+      case Un::Expm1: return g([](T x) { return std::expm1(x); });
       case Un::Log: return g([](T x) { return std::log(x); });
       case Un::Sqrt: return g([](T x) { return std::sqrt(x); });
       case Un::Rsqrt: return g([](T x) { return T(1) / std::sqrt(x); });
@@ -153,6 +154,8 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   const std::string fl = "; float32/float64 (int/bool inputs give float32)";
   r.add(un_def<Un::Neg>("aten.neg.default", "-self; any dtype but bool"));
   r.add(un_def<Un::Exp>("aten.exp.default", "exp(self)" + fl));
+  // exp(x) - 1 without the cancellation near 0 (the optimizers' bias corrections).
+  r.add(un_def<Un::Expm1>("aten.expm1.default", "exp(self) - 1, accurate near 0" + fl));
   r.add(un_def<Un::Log>("aten.log.default", "natural log(self)" + fl));
   r.add(un_def<Un::Sqrt>("aten.sqrt.default", "sqrt(self)" + fl));
   r.add(un_def<Un::Rsqrt>("aten.rsqrt.default", "1 / sqrt(self)" + fl));

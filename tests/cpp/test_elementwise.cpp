@@ -154,6 +154,7 @@ TEST(Elementwise, Unary) {
   const std::vector<std::pair<std::string, std::function<double(double)>>> ops = {
       {"neg", [](double x) { return -x; }},
       {"exp", [](double x) { return std::exp(x); }},
+      {"expm1", [](double x) { return std::expm1(x); }},
       {"log", [](double x) { return std::log(x); }},
       {"sqrt", [](double x) { return std::sqrt(x); }},
       {"rsqrt", [](double x) { return 1 / std::sqrt(x); }},
@@ -188,6 +189,16 @@ TEST(Elementwise, Unary) {
   auto r = run("aten.relu.default", {}, {tensor(DType::F32, {1}, {NAN})});
   EXPECT_TRUE(std::isnan(r[0].data<float>()[0]));
   expect_error([&] { infer("aten.neg.default", {}, {tensor(DType::Bool, {1}, {1})}); }, "bool");
+}
+
+// expm1 keeps full relative precision near 0, where exp(x) - 1 cancels:
+// Adam's bias correction 1 - beta2^step = -expm1(step * log(beta2)).
+TEST(Elementwise, Expm1NearZero) {
+  Arg a = tensor(DType::F32, {3}, {-1.0005e-3, -2.001e-6, 1e-7});
+  auto out = run("aten.expm1.default", {}, {a});
+  std::vector<double> want;
+  for (double v : values(a)) want.push_back(std::expm1(v));
+  expect_close(out[0], want, 2.5e-7, 0);
 }
 
 TEST(Elementwise, CloneAndToCopy) {
