@@ -17,15 +17,6 @@ namespace tscli {
 
 namespace {
 
-// Ops whose kernels are data movement, not compute: reported as overhead.
-bool is_copy_op(const std::string& op) {
-  for (const char* c : {"aten.t.default", "aten.transpose.int", "aten.permute.default",
-                        "aten.expand.default", "aten.clone.default", "aten._to_copy.default",
-                        "aten.cat.default", "aten.slice.Tensor", "aten.select.int"})
-    if (op == c) return true;
-  return false;
-}
-
 void print_profile(const ts::Executor& ex, int steps, double total_s) {
   struct Row {
     double s = 0, layout = 0;
@@ -40,7 +31,7 @@ void print_profile(const ts::Executor& ex, int steps, double total_s) {
     r.nodes += 1;
     kernels += t.seconds;
     layout += t.layout_seconds;
-    if (is_copy_op(t.node->op)) copies += t.seconds;
+    if (t.node->def->data_movement) copies += t.seconds;
   }
   std::vector<std::pair<double, std::string>> rows;
   for (auto& [op, r] : by_op) rows.push_back({r.s, op});

@@ -88,6 +88,7 @@ class Session {
   // Signature slots, resolved once.
   std::vector<int> train_inputs_, eval_inputs_;
   int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
+  int eval_output_ = -1, eval_sample_loss_ = -1;
   std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
   size_t state_bytes_ = 0;
   Buffer staging_;  // see copy_out_state

@@ -166,9 +166,9 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));
   r.add(un_def<Un::Sign>("aten.sign.default", "-1, 0 or 1 by sign of self (NaN -> 0); any dtype"));
   r.add(OpDef{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
-              &clone_infer, &clone_make, false, &clone_tile, true});
+              &clone_infer, &clone_make, false, &clone_tile, true, true});
   r.add(OpDef{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
-              &to_copy_infer, &clone_make, false, &to_copy_tile, true});
+              &to_copy_infer, &clone_make, false, &to_copy_tile, true, true});
 }
 
 }  // namespace ts

@@ -112,6 +112,9 @@ struct OpDef {
   // and the kernel reads element i before writing it: an output may share
   // the buffer of a same-typed input that dies here (in-place update).
   bool same_index = false;
+  // The kernel only moves or converts data (transposes, concatenation,
+  // casts): profiles count it as overhead, not compute.
+  bool data_movement = false;
 };
 
 class OpRegistry {

@@ -403,13 +403,13 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"aten.unsqueeze.default", "self with a size-1 dim inserted at attr dim" + al, &unsqueeze_infer, &alias_make, true});
   r.add(OpDef{"aten.squeeze.dim", "self without dim attr dim if its size is 1" + al, &squeeze_dim_infer, &alias_make, true});
   r.add(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
-  r.add(OpDef{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false});
-  r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false});
-  r.add(OpDef{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false});
-  r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false});
-  r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false});
-  r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false});
-  r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false});
+  r.add(OpDef{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, true});
 }
 
 }  // namespace ts

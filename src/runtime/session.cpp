@@ -76,8 +76,10 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   train_target_ = tf.find_input("target");
   eval_target_ = ef.find_input("target");
   train_loss_ = tf.find_output("loss");
-  if (train_target_ < 0 || eval_target_ < 0 || train_loss_ < 0 || ef.find_output("output") < 0 ||
-      ef.find_output("sample_loss") < 0)
+  eval_output_ = ef.find_output("output");
+  eval_sample_loss_ = ef.find_output("sample_loss");
+  if (train_target_ < 0 || eval_target_ < 0 || train_loss_ < 0 || eval_output_ < 0 ||
+      eval_sample_loss_ < 0)
     fail(artifact_->path + ": the step signatures lack a target, loss or output");
   for (size_t i = 0; i < tf.outputs.size(); ++i)
     if (tf.outputs[i].role == "state")
@@ -179,10 +181,10 @@ void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target)
 }
 
 const Tensor& Session::eval_output() const {
-  return eval_->output(eval_->function().find_output("output"));
+  return eval_->output(eval_output_);
 }
 const Tensor& Session::eval_sample_loss() const {
-  return eval_->output(eval_->function().find_output("sample_loss"));
+  return eval_->output(eval_sample_loss_);
 }
 
 void Session::save_checkpoint(const std::string& path,
