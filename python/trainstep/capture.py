@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from . import optim as ts_optim
-from . import rng
+from . import rng, rnn
 from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -90,6 +90,8 @@ def capture_train(parts):
     seed = torch.tensor(0, dtype=torch.int64)
     offset = torch.tensor(0, dtype=torch.int64)
 
+    tied = _tied_names(p.model)
+
     def step(*flat):
         it = iter(flat)
         params = {n: next(it) for n in p.pnames}
@@ -104,7 +106,7 @@ def capture_train(parts):
             # Buffers are cloned so in-place updates (BatchNorm running
             # stats) become new values we can return.
             bufs = {n: b.clone() for n, b in buffers.items()}
-            out = functional_call(p.model, {**ps, **frozen, **bufs}, tuple(inputs))
+            out = functional_call(p.model, tied({**ps, **frozen, **bufs}), tuple(inputs))
             loss = p.spec.loss_fn(out, target)
             return loss, bufs
 
@@ -131,6 +133,22 @@ def capture_train(parts):
     return Captured(gm, Signature(sig_in, sig_out), example)
 
 
+def _tied_names(model):
+    """For tied weights (one Parameter under two state_dict names, e.g. an
+    output layer sharing the token embedding), named_parameters() lists the
+    first name only, and torch 1.13's functional_call swaps only the names it
+    is given: the other use would read the original tensor, as a constant.
+    Returns a function that adds every other name of a shared tensor."""
+    first = {}
+    other = []
+    for n, t in model.state_dict(keep_vars=True).items():
+        if id(t) in first:
+            other.append((n, first[id(t)]))
+        else:
+            first[id(t)] = n
+    return lambda d: {**d, **{n: d[f] for n, f in other if f in d}}
+
+
 def _data_inputs(p):
     return ([dict(name=f"input{i}", role="input", index=i, **tensor_meta(x))
              for i, x in enumerate(p.inputs)]
@@ -146,6 +164,7 @@ def capture_eval(parts):
     kinds = {**{n: "param" for n in p.pnames}, **{n: "frozen" for n in p.frozen},
              **{n: "buffer" for n in p.buffers}}
     n_in = len(p.inputs)
+    tied = _tied_names(p.model)
 
     def per_sample_loss(o, t):
         return p.spec.loss_fn(o.unsqueeze(0), t.unsqueeze(0))
@@ -155,7 +174,7 @@ def capture_eval(parts):
         state = {n: next(it) for n in names}
         inputs = [next(it) for _ in range(n_in)]
         target = next(it)
-        out = functional_call(p.model, state, tuple(inputs))
+        out = functional_call(p.model, tied(state), tuple(inputs))
         if not isinstance(out, torch.Tensor):
             raise CaptureError("the model must return one tensor")
         losses = vmap(per_sample_loss)(out, target)
@@ -172,10 +191,12 @@ def capture_eval(parts):
 
 @contextlib.contextmanager
 def _mode(model, training):
+    """The model in train or eval mode, RNNs reading swapped-in weights."""
     was = model.training
     model.train(training)
     try:
-        yield
+        with rnn.fresh_weights(model):
+            yield
     finally:
         model.train(was)
 

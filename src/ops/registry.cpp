@@ -9,6 +9,7 @@ void register_pool_ops(OpRegistry&);
 void register_matmul_ops(OpRegistry&);
 void register_elementwise_ops(OpRegistry&);
 void register_reduce_ops(OpRegistry&);
+void register_norm_ops(OpRegistry&);
 void register_index_ops(OpRegistry&);
 void register_shape_ops(OpRegistry&);
 void register_creation_ops(OpRegistry&);
@@ -23,6 +24,7 @@ const OpRegistry& OpRegistry::get() {
     register_matmul_ops(r);
     register_elementwise_ops(r);
     register_reduce_ops(r);
+    register_norm_ops(r);
     register_index_ops(r);
     register_shape_ops(r);
     register_creation_ops(r);
