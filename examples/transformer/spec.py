@@ -65,6 +65,13 @@ class CharTransformer(nn.Module):
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, VOCAB, bias=False)
         self.head.weight = self.tok_emb.weight  # tied: one parameter, two uses
+        # GPT-2's initialisation: N(0, 0.02) weights, zero biases (nn.Embedding's
+        # N(0, 1) would give the tied output layer logits of size ~sqrt(d)).
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
 
     def forward(self, idx):
         T = idx.shape[1]

@@ -30,6 +30,8 @@ enum class Split { Train, Test };
 // The datasets the CLI knows, by spec string:
 //   fashion-mnist   the Debian dataset-fashion-mnist IDX files
 //   idx:DIR         MNIST-format IDX files in DIR
+//   fortunes:T      Debian's fortune cookies as byte windows of length T (data/text.h)
+//   text:FILE:T     any file as byte windows of length T
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split);
 
 // The spec strings open_dataset accepts, for help texts and errors.
