@@ -10,15 +10,25 @@ except ImportError:  # torch 1.13: functorch and nn.utils.stateless
 from torch.fx.experimental.proxy_tensor import make_fx
 
 
+# Ops the runtime runs as one kernel although torch._decomp has a
+# decomposition: theirs would make many passes over memory.
+KEEP = {"aten.native_layer_norm_backward.default",
+        "aten._softmax.default", "aten._softmax_backward_data.default",
+        "aten._log_softmax.default", "aten._log_softmax_backward_data.default"}
+
+
 def decomposition_table():
     """ATen-level decompositions only: the 1.13 table also lowers to prims.*,
     which the runtime does not take, so keep entries defined in
-    torch._decomp.decompositions (core_aten_decompositions on 2.x)."""
+    torch._decomp.decompositions (core_aten_decompositions on 2.x); ops in
+    KEEP stay whole."""
     import torch._decomp as D
     if hasattr(D, "core_aten_decompositions"):
-        return dict(D.core_aten_decompositions())
-    return {k: v for k, v in D.decomposition_table.items()
-            if getattr(v, "__module__", "") == "torch._decomp.decompositions"}
+        table = dict(D.core_aten_decompositions())
+    else:
+        table = {k: v for k, v in D.decomposition_table.items()
+                 if getattr(v, "__module__", "") == "torch._decomp.decompositions"}
+    return {k: v for k, v in table.items() if str(k) not in KEEP}
 
 
 __all__ = ["functional_call", "grad_and_value", "functionalize", "vmap", "make_fx",
