@@ -73,3 +73,26 @@ TEST(Index, Errors) {
   expect_error([&] { infer("aten.gather.default", {{"dim", 1}}, {self, tensor(DType::I64, {4, 1}, {0, 0, 0, 0})}); },
                "larger than self");
 }
+
+TEST(Index, IndexPut) {
+  // The embedding backward's form: rows of a zero table, repeated indices accumulate.
+  Arg self = tensor(DType::F32, {4, 2}, std::vector<double>(8, 0));
+  Arg idx = tensor(DType::I64, {5}, {1, 3, 1, -1, 0});
+  Arg vals = tensor(DType::F32, {5, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  auto acc = run("aten.index_put.default", {{"accumulate", true}}, {self, idx, vals});
+  expect_close(acc[0], {9, 10, 6, 8, 0, 0, 10, 12}, 0);
+  // Without accumulate the last write wins (as PyTorch's CPU kernel, index order).
+  auto put = run("aten.index_put.default", {{"accumulate", false}}, {self, idx, vals});
+  expect_close(put[0], {9, 10, 5, 6, 0, 0, 7, 8}, 0);
+  // A 2-d index tensor and int64 rows.
+  Arg si = tensor(DType::I64, {3}, {1, 1, 1});
+  Arg i2 = tensor(DType::I64, {2, 2}, {0, 2, 2, 2});
+  Arg v2 = tensor(DType::I64, {2, 2}, {10, 20, 30, 40});
+  expect_close(run("aten.index_put.default", {{"accumulate", true}}, {si, i2, v2})[0], {11, 1, 91}, 0);
+  expect_error([&] { run("aten.index_put.default", {{"accumulate", true}}, {self, tensor(DType::I64, {1}, {4}), tensor(DType::F32, {1, 2}, {0, 0})}); },
+               "index 4 is out of bounds for dimension 0 with size 4");
+  expect_error([&] { infer("aten.index_put.default", {{"accumulate", true}}, {self, idx, tensor(DType::F32, {5, 3}, std::vector<double>(15, 0))}); },
+               "values float32[5, 3] must be shaped index + self's trailing dims [5, 2]");
+  expect_error([&] { infer("aten.index_put.default", {{"accumulate", true}}, {self, idx, idx, vals}); },
+               "only one index tensor");
+}
