@@ -78,7 +78,7 @@ std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
     if (!out[0].data && !out[1].data) return;
     float* y = out[0].as<float>();
     int64_t* idx = out[1].as<int64_t>();
-    if (tiled && y && idx)
+    if (tiled && y)
       pool_detail::max_pool_tiled(g, in[0].as<float>(), y, idx);
     else
       pool_detail::max_pool_general(g, in[0].as<float>(), y, idx);
@@ -113,6 +113,65 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
         int64_t j = idx[o];
         if (j >= 0 && j < n_in) gp[j] += go[o];  // guard: indices come from the graph
       }
+    });
+  });
+}
+
+// trainstep.max_pool2d_relu_backward(grad_output, x): the gradient of
+// max_pool2d(relu(...)) w.r.t. the relu's output x, i.e.
+// where(x <= 0, 0, max_pool2d_with_indices_backward(grad_output, x, argmax)),
+// without the indices: the argmax is found again in x. Only for windows that
+// tile the input: each window is read whole before it is written, so the
+// result may overwrite x (OpDef::overwrites_input), and the int64 indices and
+// the separate scatter output of the unfused pair are never materialised.
+std::vector<TensorType> infer_relu_bwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(2);
+  const TensorType& x = ctx.input(1);
+  PoolGeom g = pool_geom(ctx, x);
+  if (!pool_detail::max_pool_tiles(g))
+    ctx.fail("needs windows that tile the input (kernel == stride, no padding or dilation)");
+  const TensorType& go = ctx.input(0);
+  if (go.dtype != DType::F32 || go.shape != g.out_shape)
+    ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
+  return {x};
+}
+
+std::unique_ptr<Kernel> make_relu_bwd(const KernelCtx& k) {
+  PoolGeom g = pool_geom(k.node, k.node.input(1));
+  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+    float* gi = out[0].as<float>();
+    if (!gi) return;
+    const float* go = in[0].as<float>();
+    const float* x = in[1].as<float>();
+    const int64_t n_in = g.H * g.W;
+    parallel_for(g.planes, true, [&](int64_t p) {
+      const float* xp = x + p * n_in;
+      float* gp = gi + p * n_in;  // may be xp itself
+      const float* gop = go + p * g.OH * g.OW;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t first = oh * g.kh * g.W + ow * g.kw;
+          // The general path's rule: a larger value or any NaN takes over.
+          int64_t best = first;
+          float m = xp[first];
+          for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t at = first + i * g.W + j;
+              const float v = xp[at];
+              const bool take = v > m || v != v;
+              m = take ? v : m;
+              best = take ? at : best;
+            }
+          const float grad = m <= 0.f ? 0.f : gop[oh * g.OW + ow];  // NaN max: passes
+          for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) gp[first + i * g.W + j] = 0.f;
+          gp[best] = grad;
+        }
+        // Columns right of the last window get no gradient.
+        for (int64_t i = oh * g.kh; i < (oh + 1) * g.kh; ++i)
+          for (int64_t w = g.OW * g.kw; w < g.W; ++w) gp[i * g.W + w] = 0.f;
+      }
+      for (int64_t i = g.OH * g.kh * g.W; i < n_in; ++i) gp[i] = 0.f;  // rows below
     });
   });
 }
@@ -152,6 +211,10 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
   });
 }
 
+bool windows_tile(const NodeCtx& node, const TensorType& x) {
+  return max_pool_tiles(pool_geom(node, x));
+}
+
 bool max_pool_tiles(const PoolGeom& g) {
   return g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 && g.kh == g.sh && g.kw == g.sw &&
          g.OH * g.kh <= g.H && g.OW * g.kw <= g.W;
@@ -182,7 +245,7 @@ void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, i
         bi = take ? at : bi;
       }
     y[ow] = m;
-    idx[ow] = bi;
+    if (idx) idx[ow] = bi;
   }
 }
 
@@ -204,7 +267,7 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
                                   _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
   };
-  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx += OW)
+  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx = idx ? idx + OW : nullptr)
   for (int64_t ow = 0; ow < OW; ow += 16) {
     const float* r0 = xp + 2 * oh * W;
     const float* r1 = r0 + W;
@@ -224,7 +287,7 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     __mmask16 kv = later(top, bot);
     _mm512_mask_storeu_ps(y + ow, keep, _mm512_mask_blend_ps(kv, top, bot));
     __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
-    for (int half = 0; half < 2; ++half) {
+    for (int half = 0; half < 2 && idx; ++half) {
       __mmask8 v = static_cast<__mmask8>(kv >> (8 * half));
       __mmask8 col = static_cast<__mmask8>(kcol >> (8 * half));
       __mmask8 st = static_cast<__mmask8>(keep >> (8 * half));
@@ -243,7 +306,7 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
   if (g.kh == 2 && g.kw == 2) {
     parallel_for(g.planes, true, [&](int64_t p) {
       int64_t o = p * g.OH * g.OW;
-      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx + o);
+      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx ? idx + o : nullptr);
     });
     return;
   }
@@ -253,7 +316,7 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
     const float* xp = x + p * g.H * g.W;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t o = (p * g.OH + oh) * g.OW;
-      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, idx + o);
+      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, idx ? idx + o : nullptr);
     }
   });
 }
@@ -269,6 +332,13 @@ void register_pool_ops(OpRegistry& r) {
          "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
          "float32 tensor at the saved indices",
          infer_bwd, make_bwd});
+  OpDef relu_bwd{"trainstep.max_pool2d_relu_backward",
+                 "Fused gradient of max_pool2d(relu(.)) w.r.t. the relu output x (input 1): "
+                 "where(x <= 0, 0, max-pool backward), argmax found again in x; windows must "
+                 "tile the input; may overwrite x (created by a compiler pass)",
+                 infer_relu_bwd, make_relu_bwd};
+  relu_bwd.overwrites_input = 1;
+  r.add(std::move(relu_bwd));
 }
 
 }  // namespace ts
