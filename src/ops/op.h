@@ -112,11 +112,6 @@ struct OpDef {
   // and the kernel reads element i before writing it: an output may share
   // the buffer of a same-typed input that dies here (in-place update).
   bool same_index = false;
-  // Output 0 may take the buffer of this input when the input dies at this
-  // node and has the same byte size: the kernel reads each part of that
-  // input before writing over that part (e.g. a pooling backward whose
-  // windows do not overlap). -1: none.
-  int overwrites_input = -1;
   // The kernel only moves or converts data (transposes, concatenation,
   // casts): profiles count it as overhead, not compute.
   bool data_movement = false;

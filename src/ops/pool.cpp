@@ -117,61 +117,102 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
   });
 }
 
-// trainstep.max_pool2d_relu_backward(grad_output, x): the gradient of
-// max_pool2d(relu(...)) w.r.t. the relu's output x, i.e.
-// where(x <= 0, 0, max_pool2d_with_indices_backward(grad_output, x, argmax)),
-// without the indices: the argmax is found again in x. Only for windows that
-// tile the input: each window is read whole before it is written, so the
-// result may overwrite x (OpDef::overwrites_input), and the int64 indices and
-// the separate scatter output of the unfused pair are never materialised.
-std::vector<TensorType> infer_relu_bwd(const NodeCtx& ctx) {
-  ctx.expect_inputs(2);
-  const TensorType& x = ctx.input(1);
+// The pair the compiler puts in place of relu -> max_pool2d_with_indices and
+// its backward (passes/fuse_pool_relu_backward.h), for windows that tile the
+// input. The forward keeps one byte per window instead of the relu output
+// and int64 indices: bits 0-6 the argmax's offset in the window (row-major,
+// found by the same rule as the general path), bit 7 set when the gradient
+// passes the relu, i.e. unless the window's max is <= 0. The backward
+// scatters grad_output with it: where(x <= 0, 0, max-pool backward).
+constexpr uint8_t kPass = 0x80;
+
+PoolGeom tiled_geom(const NodeCtx& ctx, const TensorType& x) {
   PoolGeom g = pool_geom(ctx, x);
   if (!pool_detail::max_pool_tiles(g))
     ctx.fail("needs windows that tile the input (kernel == stride, no padding or dilation)");
+  if (g.kh * g.kw > 128) ctx.fail("windows of more than 128 elements do not fit a byte code");
+  return g;
+}
+
+std::vector<TensorType> infer_code_fwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  PoolGeom g = tiled_geom(ctx, ctx.input(0));
+  return {{DType::F32, g.out_shape}, {DType::U8, g.out_shape}};
+}
+
+std::unique_ptr<Kernel> make_code_fwd(const KernelCtx& k) {
+  PoolGeom g = tiled_geom(k.node, k.node.input(0));
+  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+    const float* x = in[0].as<float>();
+    float* y = out[0].as<float>();
+    uint8_t* code = out[1].as<uint8_t>();
+    parallel_for(g.planes, true, [&](int64_t p) {
+      const float* xp = x + p * g.H * g.W;
+      const int64_t o0 = p * g.OH * g.OW;
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const float* win = xp + oh * g.kh * g.W + ow * g.kw;
+          float m = win[0];
+          int best = 0;
+          for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const float v = win[i * g.W + j];
+              const bool take = v > m || v != v;  // a larger value or any NaN
+              m = take ? v : m;
+              best = take ? static_cast<int>(i * g.kw + j) : best;
+            }
+          const int64_t o = o0 + oh * g.OW + ow;
+          if (y) y[o] = m;
+          if (code) code[o] = static_cast<uint8_t>(best | (m <= 0.f ? 0 : kPass));
+        }
+    });
+  });
+}
+
+// The input's shape: grad_output's with the last two dims from input_size.
+TensorType code_bwd_input(const NodeCtx& ctx) {
   const TensorType& go = ctx.input(0);
+  int64_t H, W;
+  ctx.attr_pair("input_size", H, W);
+  if (go.shape.size() < 3) ctx.fail("grad_output must be rank 3 or 4, got " + go.str());
+  TensorType x{DType::F32, go.shape};
+  x.shape[x.shape.size() - 2] = H;
+  x.shape[x.shape.size() - 1] = W;
+  return x;
+}
+
+std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(2);
+  TensorType x = code_bwd_input(ctx);
+  PoolGeom g = tiled_geom(ctx, x);
+  const TensorType& go = ctx.input(0);
+  const TensorType& code = ctx.input(1);
   if (go.dtype != DType::F32 || go.shape != g.out_shape)
     ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
+  if (code.dtype != DType::U8 || code.shape != g.out_shape)
+    ctx.fail("code must be uint8" + shape_str(g.out_shape) + ", got " + code.str());
   return {x};
 }
 
-std::unique_ptr<Kernel> make_relu_bwd(const KernelCtx& k) {
-  PoolGeom g = pool_geom(k.node, k.node.input(1));
+std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
+  PoolGeom g = tiled_geom(k.node, code_bwd_input(k.node));
   return make_fn_kernel([g](const Tensor* in, Tensor* out) {
     float* gi = out[0].as<float>();
     if (!gi) return;
     const float* go = in[0].as<float>();
-    const float* x = in[1].as<float>();
-    const int64_t n_in = g.H * g.W;
+    const uint8_t* code = in[1].as<uint8_t>();
     parallel_for(g.planes, true, [&](int64_t p) {
-      const float* xp = x + p * n_in;
-      float* gp = gi + p * n_in;  // may be xp itself
-      const float* gop = go + p * g.OH * g.OW;
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
+      float* gp = gi + p * g.H * g.W;
+      std::fill(gp, gp + g.H * g.W, 0.f);
+      const int64_t o0 = p * g.OH * g.OW;
+      for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const int64_t first = oh * g.kh * g.W + ow * g.kw;
-          // The general path's rule: a larger value or any NaN takes over.
-          int64_t best = first;
-          float m = xp[first];
-          for (int64_t i = 0; i < g.kh; ++i)
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t at = first + i * g.W + j;
-              const float v = xp[at];
-              const bool take = v > m || v != v;
-              m = take ? v : m;
-              best = take ? at : best;
-            }
-          const float grad = m <= 0.f ? 0.f : gop[oh * g.OW + ow];  // NaN max: passes
-          for (int64_t i = 0; i < g.kh; ++i)
-            for (int64_t j = 0; j < g.kw; ++j) gp[first + i * g.W + j] = 0.f;
-          gp[best] = grad;
+          const int64_t o = o0 + oh * g.OW + ow;
+          const int c = code[o];
+          if (!(c & kPass)) continue;
+          const int at = c & (kPass - 1);
+          gp[(oh * g.kh + at / g.kw) * g.W + ow * g.kw + at % g.kw] = go[o];
         }
-        // Columns right of the last window get no gradient.
-        for (int64_t i = oh * g.kh; i < (oh + 1) * g.kh; ++i)
-          for (int64_t w = g.OW * g.kw; w < g.W; ++w) gp[i * g.W + w] = 0.f;
-      }
-      for (int64_t i = g.OH * g.kh * g.W; i < n_in; ++i) gp[i] = 0.f;  // rows below
     });
   });
 }
@@ -332,13 +373,15 @@ void register_pool_ops(OpRegistry& r) {
          "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
          "float32 tensor at the saved indices",
          infer_bwd, make_bwd});
-  OpDef relu_bwd{"trainstep.max_pool2d_relu_backward",
-                 "Fused gradient of max_pool2d(relu(.)) w.r.t. the relu output x (input 1): "
-                 "where(x <= 0, 0, max-pool backward), argmax found again in x; windows must "
-                 "tile the input; may overwrite x (created by a compiler pass)",
-                 infer_relu_bwd, make_relu_bwd};
-  relu_bwd.overwrites_input = 1;
-  r.add(std::move(relu_bwd));
+  r.add({"trainstep.max_pool2d_code",
+         "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "
+         "values and one uint8 per window (argmax offset, bit 7: max > 0 or NaN) for "
+         "trainstep.max_pool2d_code_backward (created by a compiler pass)",
+         infer_code_fwd, make_code_fwd});
+  r.add({"trainstep.max_pool2d_code_backward",
+         "Gradient of max_pool2d(relu(.)) w.r.t. the relu output from the window codes: "
+         "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a compiler pass)",
+         infer_code_bwd, make_code_bwd});
 }
 
 }  // namespace ts

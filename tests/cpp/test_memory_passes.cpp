@@ -1,7 +1,6 @@
 // The passes that cut the step's memory (schedule_updates_early,
-// fuse_pool_relu_backward) as IR text in -> IR text out, the fused pooling
-// backward against the unfused ops it replaces, and the memory plan writing
-// it over its input.
+// fuse_pool_relu_backward) as IR text in -> IR text out, and the pooling ops
+// the latter creates against the unfused ops they replace.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,7 +12,6 @@
 #include "test_util.h"
 #include "passes/fuse_pool_relu_backward.h"
 #include "passes/schedule.h"
-#include "runtime/memory_plan.h"
 
 using namespace ts_test;
 using ts::HostTensor;
@@ -80,37 +78,41 @@ std::string pool_fn(const std::string& x, const std::string& g, const std::strin
          "  return %y {role=output}, %p.0 {role=output, index=1}" + extra_out + "\n}\n";
 }
 
-TEST(FusePoolReluBackward, ReplacesThePairAndDropsTheIndices) {
+TEST(FusePoolReluBackward, ReplacesThePairByTheCodePair) {
   ts::Function f = ts::parse_function(pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs));
   ts::fuse_pool_relu_backward(f);
+  const std::string bwd_attrs =
+      R"({"ceil_mode":false,"dilation":[1,1],"input_size":[4,6],"kernel_size":[2,2],"padding":[0,0],"stride":[]})";
   EXPECT_EQ(ts::print_function(f),
             "func f(%x: float32[1, 2, 4, 6] {role=input}, %g: float32[1, 2, 2, 3] {role=input, index=1}) {\n"
-            "  %p.0, %p.1 = aten.max_pool2d_with_indices.default(%x) " + kPoolAttrs + "\n"
+            "  %p.0, %p.0.code = trainstep.max_pool2d_code(%x) " + kPoolAttrs + "\n"
             "  %zero = trainstep.constant() {\"dtype\":\"float32\",\"value\":0.0}\n"
-            "  %y = trainstep.max_pool2d_relu_backward(%g, %x) " + kPoolAttrs + "\n"
+            "  %y = trainstep.max_pool2d_code_backward(%g, %p.0.code) " + bwd_attrs + "\n"
             "  return %y {role=output}, %p.0 {role=output, index=1}\n}\n");
 }
 
 TEST(FusePoolReluBackward, LeavesOverlappingWindowsAndSharedValuesAlone) {
   const std::string overlap =
       R"({"ceil_mode":false,"dilation":[1,1],"kernel_size":[2,2],"padding":[0,0],"stride":[1,1]})";
-  const std::string a = pool_fn("1, 2, 4, 6", "1, 2, 3, 5", overlap);
-  EXPECT_EQ(run_pass(ts::fuse_pool_relu_backward, a), run_pass([](ts::Function&) {}, a));
-  // The scattered gradient is read elsewhere too: it must exist.
-  const std::string b = pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs, "", ", %pb {role=output, index=2}");
-  EXPECT_EQ(run_pass(ts::fuse_pool_relu_backward, b), run_pass([](ts::Function&) {}, b));
+  auto unchanged = [](const std::string& text) {
+    EXPECT_EQ(run_pass(ts::fuse_pool_relu_backward, text), run_pass([](ts::Function&) {}, text));
+  };
+  unchanged(pool_fn("1, 2, 4, 6", "1, 2, 3, 5", overlap));
+  // The scattered gradient, or the indices, are read elsewhere too.
+  unchanged(pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs, "", ", %pb {role=output, index=2}"));
+  unchanged(pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs, "", ", %p.1 {role=output, index=2}"));
 }
 
-// The fused kernel equals where(x <= 0, 0, pool_backward(g, x, argmax)) run
-// with the unfused ops, on ties, zeros, negatives, NaN, -inf and remainder
-// rows/columns no window covers; also when it writes over x.
-TEST(MaxPoolReluBackward, MatchesTheUnfusedOpsAlsoInPlace) {
+// The code pair equals max_pool2d_with_indices, and where(x <= 0, 0,
+// pool_backward(g, x, indices)), run with the unfused ops: on ties, zeros,
+// negatives, NaN, -inf and remainder rows/columns no window covers.
+TEST(MaxPoolCode, MatchesTheUnfusedOps) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   std::mt19937 rng(5);
   for (int t = 0; t < 24; ++t) {
     const int64_t k = 1 + t % 3, H = k * (1 + t % 4) + t % k, W = k * (2 + t % 5) + (t / 3) % k;
-    const json attrs = {{"kernel_size", {k, k}}, {"stride", json::array()}, {"padding", {0, 0}},
-                        {"dilation", {1, 1}}, {"ceil_mode", false}};
+    json attrs = {{"kernel_size", {k, k}}, {"stride", json::array()}, {"padding", {0, 0}},
+                  {"dilation", {1, 1}}, {"ceil_mode", false}};
     HostTensor x = random_f32({2, 3, H, W}, rng);
     for (int64_t i = 0; i < x.view.numel(); ++i) {
       float& v = x.view.as<float>()[i];
@@ -124,35 +126,22 @@ TEST(MaxPoolReluBackward, MatchesTheUnfusedOpsAlsoInPlace) {
     for (size_t i = 0; i < want.size(); ++i) want[i] = f32(x)[i] <= 0.f ? 0.f : f32(scattered[0])[i];
 
     SCOPED_TRACE("case " + std::to_string(t));
-    auto got = run_op("trainstep.max_pool2d_relu_backward", attrs, {&g, &x});
+    auto coded = run_op("trainstep.max_pool2d_code", attrs, {&x});
+    ASSERT_EQ(coded[1].view.dtype, ts::DType::U8);
+    ASSERT_EQ(0, std::memcmp(coded[0].view.data, pooled[0].view.data, pooled[0].view.nbytes()));
+    attrs["input_size"] = {H, W};
+    auto got = run_op("trainstep.max_pool2d_code_backward", attrs, {&g, &coded[1]});
+    ASSERT_EQ(got[0].view.shape, x.view.shape);
     ASSERT_EQ(0, std::memcmp(got[0].view.data, want.data(), want.size() * 4));
-    OpHarness h("trainstep.max_pool2d_relu_backward", attrs, {&g, &x});
-    std::vector<HostTensor> out;
-    out.emplace_back(x.view.dtype, x.view.shape);
-    out[0].view.data = x.view.data;  // output over input 1, as the plan may do
-    h.run_into({&g, &x}, out);
-    out[0].view.data = nullptr;  // x owns the memory
-    ASSERT_EQ(0, std::memcmp(x.view.data, want.data(), want.size() * 4));
   }
-  HostTensor x = random_f32({1, 1, 4, 4}, rng), g = random_f32({1, 1, 3, 3}, rng);
+  HostTensor x = random_f32({1, 1, 4, 4}, rng);
   EXPECT_NE(error_of([&] {
-              run_op("trainstep.max_pool2d_relu_backward",
+              run_op("trainstep.max_pool2d_code",
                      {{"kernel_size", {2, 2}}, {"stride", {1, 1}}, {"padding", {0, 0}},
                       {"dilation", {1, 1}}, {"ceil_mode", false}},
-                     {&g, &x});
+                     {&x});
             }).find("needs windows that tile the input"),
             std::string::npos);
-}
-
-TEST(MaxPoolReluBackward, PlanWritesItOverItsDyingInput) {
-  ts::Function f = ts::parse_function(
-      "func f(%a: float32[1, 2, 4, 6] {role=input}, %g: float32[1, 2, 2, 3] {role=input, index=1}) {\n"
-      "  %x = aten.relu.default(%a)\n"
-      "  %y = trainstep.max_pool2d_relu_backward(%g, %x) " + kPoolAttrs + "\n"
-      "  return %y {role=output}\n}\n");
-  const int x = f.nodes[0].outputs[0], y = f.nodes[1].outputs[0];
-  EXPECT_EQ(ts::plan_memory(f, true).root[y], x);
-  EXPECT_EQ(ts::plan_memory(f, false).root[y], y);
 }
 
 }  // namespace
