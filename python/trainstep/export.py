@@ -15,7 +15,7 @@ import sys
 import torch
 
 from . import FORMAT_VERSION, TrainSpec
-from . import capture, golden, safetensors_io
+from . import capture, golden, provenance, safetensors_io
 from .optim import UnsupportedOptimizer
 
 
@@ -60,6 +60,9 @@ def supported_ops(binary=None):
 
 
 def check_ops(functions, supported):
+    """Refuses ops the runtime lacks, naming each one's node count per
+    function and, where the capture recorded it, the module and source line
+    of its first node."""
     missing = collections.OrderedDict()
     for fname, fn in functions.items():
         for node in fn["nodes"]:
@@ -69,9 +72,12 @@ def check_ops(functions, supported):
         return
     lines = []
     for op, uses in missing.items():
-        where = ", ".join(sorted({f for f, _ in uses}))
-        src = next((n.get("source") for _, n in uses if n.get("source")), None)
-        lines.append(f"  {op}: {len(uses)} node(s) in {where}" + (f", from {src}" if src else ""))
+        per_fn = collections.Counter(f for f, _ in uses)
+        counts = ", ".join(f"{f} {k}" for f, k in sorted(per_fn.items()))
+        src = next((n["source"] for _, n in uses if isinstance(n.get("source"), dict)), None)
+        where = (f"first from {provenance.describe(src)}" if src else
+                 "no source recorded (backward, loss or optimizer nodes)")
+        lines.append(f"  {op}: {len(uses)} node(s) ({counts}); {where}")
     raise ExportError("unsupported op(s) in the captured step (see docs/ops.md for the "
                       "supported list):\n" + "\n".join(lines))
 

@@ -12,6 +12,8 @@ import operator
 import torch
 import torch.fx
 
+from . import provenance
+
 
 def _dtype_name(dt):
     return str(dt).replace("torch.", "")
@@ -55,12 +57,10 @@ class _Recorder(torch.fx.Interpreter):
 
 
 def source_of(n):
-    """Where PyTorch recorded this node came from, if it did."""
-    st = n.meta.get("stack_trace")
-    if not st:
-        return None
-    lines = [l.strip() for l in st.strip().splitlines() if l.strip().startswith("File")]
-    return lines[-1] if lines else None
+    """Where the node came from (python/trainstep/provenance.py), as the
+    node's JSON "source" object, or None."""
+    src = provenance.of_node(n)
+    return src or None
 
 
 def serialize_function(captured, keep_values=False):
