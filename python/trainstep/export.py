@@ -82,7 +82,28 @@ def check_ops(functions, supported):
                       "supported list):\n" + "\n".join(lines))
 
 
-def export(spec_path, out_path, golden_steps=None, seed=0, ops=None):
+def trace_tensors(parts, train, gmeta, gtensors):
+    """"trace/train_step/<value>": the captured train graph's value at every
+    node, run in torch on golden step 0's inputs (docs/format.md)."""
+    state = parts.state()
+    scalars = {"lr": torch.tensor(gmeta["lr"], dtype=torch.float32),
+               "rng_seed": torch.tensor(gmeta["seed"], dtype=torch.int64),
+               "rng_offset": torch.tensor(gmeta["offset"], dtype=torch.int64)}
+    flat = []
+    for p in train.signature.inputs:
+        if p["role"] == "state":
+            flat.append(state[p["state"]][1])
+        elif p["role"] == "input":
+            flat.append(gtensors[f"golden/step0/input{p['index']}"])
+        elif p["role"] == "target":
+            flat.append(gtensors["golden/step0/target"])
+        else:
+            flat.append(scalars[p["role"]])
+    from .serialize import node_values
+    return {f"trace/train_step/{k}": v for k, v in node_values(train, flat).items()}
+
+
+def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, trace_values=False):
     spec = load_spec(spec_path)
     try:
         parts = capture.StepParts(spec)
@@ -112,6 +133,9 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None):
     }
     tensors = {f"state/{n}": t for n, (k, t) in state.items()}
     tensors.update(gtensors)
+    if trace_values:
+        tensors.update(trace_tensors(parts, train, gmeta, gtensors))
+        gmeta["trace"] = {"function": "train_step", "step": 0}
     metadata = {"format": "trainstep", "format_version": str(FORMAT_VERSION),
                 "program": json.dumps(program, separators=(",", ":"))}
     safetensors_io.save(out_path, tensors, metadata)
@@ -124,9 +148,11 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--golden-steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace-values", action="store_true",
+                    help="record every train_step node's eager value on golden step 0 (verify --trace)")
     a = ap.parse_args(argv)
     try:
-        program = export(a.spec, a.out, a.golden_steps, a.seed)
+        program = export(a.spec, a.out, a.golden_steps, a.seed, trace_values=a.trace_values)
     except (ExportError, capture.CaptureError) as e:
         print(f"trainstep export: {a.spec}: {e}", file=sys.stderr)
         return 1

@@ -56,6 +56,21 @@ class _Recorder(torch.fx.Interpreter):
         return out
 
 
+def node_values(captured, flat_inputs):
+    """Every node output's value, under its value name in the function JSON,
+    when the graph runs on flat_inputs (signature order): the eager trace
+    that `trainstep verify --trace` compares node by node."""
+    rec = _Recorder(captured.graph, keep_values=True)
+    rec.run(*[t.detach().clone() for t in flat_inputs])
+    out = {}
+    for n, v in rec.values.items():
+        if not isinstance(v, torch.Tensor):
+            continue  # a multi-output node: its getitems carry the values
+        name = f"{n.args[0].name}.{n.args[1]}" if n.target is operator.getitem else n.name
+        out[name] = v.detach().clone()
+    return out
+
+
 def source_of(n):
     """Where the node came from (python/trainstep/provenance.py), as the
     node's JSON "source" object, or None."""
