@@ -241,7 +241,9 @@ void verify_function(Function& f, const std::string& what) {
   for (auto& n : f.nodes) {
     n.def = reg.find(n.op);
     std::string where = what + ": function '" + f.name + "': node '" + n.name + "' (" + n.op + ")";
-    if (!n.def) fail(where + ": unsupported op (see docs/ops.md for the supported list)");
+    if (!n.def)
+      fail(where + ": unsupported op (see docs/ops.md for the supported list)" +
+           (n.source.empty() ? "" : "; from " + n.source));
     NodeCtx ctx = node_ctx(f, n);
     std::vector<TensorType> out;
     try {

@@ -73,7 +73,17 @@ def _aranges():
 
 
 def _negatives():
-    return [
+    cplx = [neg_case(op, In((2,)), dtype="complex64", types=[{"dtype": F, "shape": [2]}],
+                     error="unknown dtype 'complex64'", unsupported="no complex dtypes", **extra)
+            for op, extra in (("aten.full_like.default", {"fill_value": 1.0}), ("aten.zeros_like.default", {}),
+                              ("aten.ones_like.default", {}))]
+    cplx += [neg_case(op, In((2,)), size=[2], dtype="complex64", types=[{"dtype": F, "shape": [2]}],
+                      error="unknown dtype 'complex64'", unsupported="no complex dtypes", **extra)
+             for op, extra in (("aten.new_full.default", {"fill_value": 1.0}), ("aten.new_ones.default", {}))]
+    return cplx + [
+        neg_case("trainstep.constant", value="x", dtype=None, wrapped=False,
+                 error="attribute 'value' must be a number", unsupported="no torch op"),
+        neg_case("aten.scalar_tensor.default", s="x", error="attribute 's' must be a number"),
         neg_case("aten.full.default", size=[2, -1], fill_value=1.0, error="negative size in [2, -1]"),
         neg_case("aten.new_zeros.default", In((2,)), size=[-3], error="negative size in [-3]"),
         neg_case("aten.arange.start_step", start=0, end=5, step=0, error="arange step must be nonzero"),

@@ -235,7 +235,13 @@ def _tile_forms():
 
 
 def _negatives():
-    return [
+    bcast = [neg_case(f"aten.{n}", In((3,)), In((4,)), error="shapes cannot be broadcast together: [3] [4]")
+             for n in ("sub.Tensor", "div.Tensor", "maximum.default", "minimum.default", "pow.Tensor_Tensor",
+                       "ne.Tensor", "lt.Tensor", "le.Tensor", "gt.Tensor", "ge.Tensor")]
+    scalar = [neg_case(f"aten.{n}.Scalar", In((3,)), other="x", error="attribute 'other' must be a number",
+                       **({"alpha": 1} if n in ("add", "sub") else {}))
+              for n in ("add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge")]
+    return bcast + scalar + [
         neg_case("aten.add.Tensor", In((3,)), In((4,)),
                  error="shapes cannot be broadcast together: [3] [4]"),
         neg_case("aten.mul.Tensor", In((2, 3)), In((3, 2)),
