@@ -26,7 +26,4 @@ void add_run_program(CLI::App& app, Action& action);
 // --no-cleanup), shared by every command that opens a session.
 void add_session_flags(CLI::App* cmd, ts::SessionOptions& o);
 
-// "fashion-mnist" or "idx:DIR" -> a folder of IDX files.
-std::string data_dir(const std::string& spec);
-
 }  // namespace tscli
