@@ -56,7 +56,7 @@ struct LnKernel : Kernel {
     const float* x = in[0].as<float>();
     const float* w = in[1].data ? in[1].as<float>() : nullptr;
     const float* b = in[2].data ? in[2].as<float>() : nullptr;
-    float* y = out[0].as<float>();
+    float* y = out[0].data ? out[0].as<float>() : nullptr;  // unused outputs are null
     float* mean = out[1].data ? out[1].as<float>() : nullptr;
     float* rstd = out[2].data ? out[2].as<float>() : nullptr;
     const int64_t n = N;
@@ -74,6 +74,7 @@ struct LnKernel : Kernel {
       const float m = static_cast<float>(mu), q = static_cast<float>(rs);
       if (mean) mean[r] = m;
       if (rstd) rstd[r] = q;
+      if (!y) return;
       float* yr = y + r * n;
       for (int64_t i = 0; i < n; ++i) {
         float v = (xr[i] - m) * q;

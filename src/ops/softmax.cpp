@@ -3,7 +3,7 @@
 //
 // The tensor is viewed as [O, R, I] with R the softmax dim. Each of the O*I
 // lines of R elements (stride I) is independent: max, then exp(x - max)
-// summed in double; softmax = e / sum, log_softmax = x - max - log(sum).
+// summed in double; softmax = e / sum, log_softmax = (x - max) - log(sum).
 // Backward, with y the forward output and g the incoming gradient:
 //   softmax:     dx = y * (g - sum(g * y))
 //   log_softmax: dx = g - exp(y) * sum(g)
@@ -60,8 +60,10 @@ struct FwdKernel : Kernel {
       double sum = 0;
       if (Log) {
         for (int64_t r = 0; r < R; ++r) sum += std::exp(xs[r * I] - m);
-        const T shift = m + static_cast<T>(std::log(sum));
-        for (int64_t r = 0; r < R; ++r) ys[r * I] = xs[r * I] - shift;
+        // (x - max) first: exact for nearby values, so large logits lose
+        // nothing to rounding max + log(sum) at their magnitude (as PyTorch).
+        const T ls = static_cast<T>(std::log(sum));
+        for (int64_t r = 0; r < R; ++r) ys[r * I] = (xs[r * I] - m) - ls;
       } else {
         for (int64_t r = 0; r < R; ++r) {
           const T e = std::exp(xs[r * I] - m);

@@ -94,5 +94,37 @@ def _negatives():
     ]
 
 
+def _index_put():
+    """One index tensor on dim 0 (the embedding backward): distinct indices
+    without accumulate (torch leaves the winner of a duplicate unspecified),
+    repeated ones with it."""
+    op = "aten.index_put.default"
+    g = torch.Generator().manual_seed(5)
+    out = [op_case(op, In((6, 3), dt, lo=0), [torch.randperm(6, generator=g)[:4]], In((4, 3), dt, lo=0),
+                   accumulate=False) for dt in (F, I, D, B)]
+    out += [op_case(op, In((6, 3), dt, lo=0), [_idx((9,), 6)], In((9, 3), dt, lo=0), accumulate=True)
+            for dt in (F, I, D)]
+    out += [op_case(op, In((256, 16)), [_idx((2048,), 256)], In((2048, 16)), accumulate=True,
+                    tol=(1e-5, 1e-5)),  # the char models' embedding gradient: many repeats per row
+            op_case(op, In((5,)), [_idx((7,), 5)], In((7,)), accumulate=True),
+            op_case(op, In((4, 2, 3)), [_idx((2, 3), 4)], In((2, 3, 2, 3)), accumulate=True),
+            op_case(op, In((4, 3)), [torch.tensor([-1, 0])], In((2, 3)), accumulate=False)]
+    return out
+
+
+def _index_put_negatives():
+    op = "aten.index_put.default"
+    return [
+        neg_case(op, In((4, 2)), [torch.tensor([4])], In((1, 2)), accumulate=True,
+                 error="index 4 is out of bounds for dimension 0 with size 4",
+                 types=[{"dtype": "float32", "shape": [4, 2]}]),
+        neg_case(op, In((4, 2)), [torch.tensor([1, 2])], In((2, 3)), accumulate=True,
+                 error="values float32[2, 3] must be shaped index + self's trailing dims [2, 2]"),
+        neg_case(op, In((4, 2)), [_idx((2,), 4), _idx((2,), 2)], In((2,)), accumulate=True,
+                 error="only one index tensor, indexing dim 0, is supported",
+                 unsupported="several index tensors (advanced indexing over more dims)"),
+    ]
+
+
 def cases():
-    return _gather() + _scatters() + _negatives()
+    return _gather() + _scatters() + _negatives() + _index_put() + _index_put_negatives()
