@@ -176,3 +176,17 @@ def test_layered_rnn_dropout_is_per_layer_aten_with_trainstep_masks():
     two.eval()
     with rng.stream(seed, offset):
         assert torch.equal(two(x)[0], one_b(one_a(x)[0])[0])
+
+
+def test_split_of_a_strided_view_is_refused(tmp_path):
+    """functionalize turns split() of a transposed tensor into as_strided
+    reads of the transpose's storage; the runtime's values are dense, so the
+    export must refuse it (not run garbage), naming the line."""
+    spec = os.path.join(SPECS, "strided_split.py")
+    out = tmp_path / "x.tstep"
+    p = run("export", spec, "--out", out, check=False)
+    assert p.returncode != 0 and not out.exists()
+    line = next(i for i, l in enumerate(open(spec), 1) if "x.t().split" in l)
+    assert ("(aten.as_strided.default) reads a strided view (strides [1, 4], storage offset 0)"
+            in p.stderr), p.stderr
+    assert f"{spec}:{line} in forward" in p.stderr
