@@ -289,6 +289,12 @@ class Optimizer:
         self.defaults = {k: v for k, v in opt.defaults.items() if k != "params"}
         self.groups = []
         for i, (g, gnames) in enumerate(zip(groups, names)):
+            if "max_momentum" in g or "base_momentum" in g:
+                raise UnsupportedOptimizer(
+                    f"{self.name}: param group {i} is driven by OneCycleLR(cycle_momentum=True), "
+                    "which changes momentum/beta1 every step; momentum is a constant of the "
+                    "captured step. Use OneCycleLR(..., cycle_momentum=False), or none, and "
+                    "`trainstep train --lr-schedule onecycle:...` (it cycles the LR only)")
             rule = cls(g, opt.defaults)
             lr = float(g["lr"])
             if lr == self.base_lr:

@@ -29,8 +29,8 @@ from .checkpoint import FORMAT
 from .optim import STEP, Optimizer, UnsupportedOptimizer, state_name
 
 CHECKPOINT_VERSION = "1"
-# Group options that never change the update (bookkeeping or dispatch).
-_IGNORED = {"lr", "initial_lr", "params", "foreach", "differentiable", "capturable", "fused"}
+# Hyper-parameters that do not change the update (dispatch only).
+_IGNORED = {"foreach", "differentiable", "capturable", "fused"}
 
 
 class InteropError(Exception):
@@ -94,7 +94,7 @@ def _check_groups(opt, groups, src):
         if len(g["params"]) != len(mine.params):
             raise InteropError(f"{src}: param group {i} has {len(g['params'])} parameters, the "
                                f"artifact's has {len(mine.params)}")
-        for k, v in mine.options.items():
+        for k, v in mine.rule.h.items():
             if k in _IGNORED or k not in g:
                 continue
             theirs = tuple(g[k]) if isinstance(g[k], list) else g[k]

@@ -170,3 +170,16 @@ def test_unequal_steps_are_refused():
     with pytest.raises(ts_optim.UnsupportedOptimizer, match=r"different numbers of optimizer "
                        r"steps \(\[0.0, 1.0\]\)"):
         f.state_from_torch(opt, {"a": a, "b": b})
+
+
+def test_onecycle_momentum_cycling_is_refused():
+    """OneCycleLR(cycle_momentum=True) rewrites momentum every step; the
+    captured step has it as a constant, so export names the way out."""
+    p = torch.zeros(2, requires_grad=True)
+    opt = torch.optim.SGD([p], lr=0.1, momentum=0.9)
+    torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    with pytest.raises(ts_optim.UnsupportedOptimizer, match=r"OneCycleLR\(cycle_momentum=True\)"):
+        ts_optim.from_torch(opt)
+    opt = torch.optim.Adam([p], lr=0.1)
+    torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, cycle_momentum=False)
+    assert ts_optim.from_torch(opt).groups[0].rule.h["betas"] == (0.9, 0.999)
