@@ -1,19 +1,13 @@
-// `trainstep train` and `trainstep eval` on an image dataset in IDX format.
+// `trainstep train` and `trainstep eval` on a dataset named by --data.
 #include <cstdio>
 
 #include "commands.h"
 #include "trainstep/error.h"
-#include "data/idx.h"
+#include "data/dataset.h"
 #include "ir/program.h"
 #include "train/trainer.h"
 
 namespace tscli {
-
-std::string data_dir(const std::string& spec) {
-  if (spec == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
-  if (spec.rfind("idx:", 0) == 0 && spec.size() > 4) return spec.substr(4);
-  ts::fail("unknown --data '" + spec + "' (expected 'fashion-mnist' or 'idx:DIR')");
-}
 
 void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
   cmd->add_option("--threads", o.threads, "compute threads (default: all cores)");
@@ -34,13 +28,22 @@ struct Common {
 
 void add_common(CLI::App* cmd, Common& c) {
   cmd->add_option("artifact", c.artifact, "NAME.tstep")->required();
-  cmd->add_option("--data", c.data, "fashion-mnist or idx:DIR (MNIST-format IDX files)");
+  cmd->add_option("--data", c.data, std::string("dataset: ") + ts::dataset_specs());
   add_session_flags(cmd, c.session);
 }
 
 void print_eval(const char* label, const ts::EvalResult& r) {
-  std::printf("%s: loss %.4f, accuracy %.2f%% (%lld/%lld)\n", label, r.loss, 100 * r.accuracy,
-              (long long)r.correct, (long long)r.count);
+  if (r.has_accuracy)
+    std::printf("%s: loss %.4f, accuracy %.2f%% (%lld/%lld)\n", label, r.loss, 100 * r.accuracy,
+                (long long)r.correct, (long long)r.labels);
+  else
+    std::printf("%s: loss %.4f (%lld samples)\n", label, r.loss, (long long)r.count);
+}
+
+std::string accuracy_text(const ts::EvalResult& r) {
+  char b[64];
+  std::snprintf(b, sizeof b, ", test accuracy %.2f%%", 100 * r.accuracy);
+  return r.has_accuracy ? b : "";
 }
 
 }  // namespace
@@ -71,17 +74,15 @@ void add_train(CLI::App& app, Action& action) {
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
-      std::string dir = data_dir(c->data);
-      ts::ImageDataset tr = ts::load_idx_split(dir, true), te = ts::load_idx_split(dir, false);
-      std::printf("training %s: %lld train / %lld test samples, batch %lld\n",
-                  s->program().name.c_str(), (long long)tr.n, (long long)te.n,
-                  (long long)s->batch_size());
-      ts::train(*s, tr, te, *o, [&](const ts::EpochReport& r) {
-        std::printf(
-            "epoch %lld: lr %.6g, train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
-            "%.1f samples/s, %.1f s\n",
-            (long long)r.epoch, r.lr, r.train_loss, r.test.loss, 100 * r.test.accuracy,
-            r.samples_per_s, r.seconds);
+      auto tr = ts::open_dataset(c->data, ts::Split::Train);
+      auto te = ts::open_dataset(c->data, ts::Split::Test);
+      std::printf("training %s: %lld train / %lld test samples (%s), batch %lld\n",
+                  s->program().name.c_str(), (long long)tr->size(), (long long)te->size(),
+                  tr->describe().c_str(), (long long)s->batch_size());
+      ts::train(*s, *tr, *te, *o, [&](const ts::EpochReport& r) {
+        std::printf("epoch %lld: lr %.6g, train loss %.4f, test loss %.4f%s, %.1f samples/s, %.1f s\n",
+                    (long long)r.epoch, r.lr, r.train_loss, r.test.loss,
+                    accuracy_text(r.test).c_str(), r.samples_per_s, r.seconds);
         std::fflush(stdout);
       });
       if (!o->save.empty()) std::printf("checkpoint: %s\n", o->save.c_str());
@@ -100,8 +101,8 @@ void add_eval(CLI::App& app, Action& action) {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
       if (!ckpt->empty()) s->load_checkpoint(*ckpt);
-      ts::ImageDataset te = ts::load_idx_split(data_dir(c->data), false);
-      print_eval("test", ts::evaluate(*s, te, 0.1307f, 0.3081f));
+      auto te = ts::open_dataset(c->data, ts::Split::Test);
+      print_eval("test", ts::evaluate(*s, *te));
       return 0;
     };
   });

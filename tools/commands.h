@@ -30,7 +30,4 @@ int run_python(const char* argv0, const std::vector<std::string>& module_args);
 // --no-cleanup), shared by every command that opens a session.
 void add_session_flags(CLI::App* cmd, ts::SessionOptions& o);
 
-// "fashion-mnist" or "idx:DIR" -> a folder of IDX files.
-std::string data_dir(const std::string& spec);
-
 }  // namespace tscli

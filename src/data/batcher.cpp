@@ -15,49 +15,38 @@ uint64_t splitmix64(uint64_t& s) {
 }
 }  // namespace
 
-Batcher::Batcher(const ImageDataset& d, int64_t batch, float mean, float std)
-    : d_(d), batch_(batch) {
-  for (int i = 0; i < 256; ++i) lut_[i] = (static_cast<float>(i) / 255.0f - mean) / std;
+Batcher::Batcher(const Dataset& d, int64_t batch) : d_(d), n_(d.size()), batch_(batch) {
+  if (batch <= 0) fail("batch size must be positive, got " + std::to_string(batch));
   sequential();
 }
 
 void Batcher::sequential() {
-  order_.resize(d_.n);
-  for (int64_t i = 0; i < d_.n; ++i) order_[i] = i;
+  order_.resize(n_);
+  for (int64_t i = 0; i < n_; ++i) order_[i] = i;
 }
 
 void Batcher::shuffle(uint64_t seed, int64_t epoch) {
   sequential();
   uint64_t s = seed * 0x100000001B3ull + static_cast<uint64_t>(epoch);
-  for (int64_t i = d_.n - 1; i > 0; --i) {
+  for (int64_t i = n_ - 1; i > 0; --i) {
     int64_t j = static_cast<int64_t>(splitmix64(s) % static_cast<uint64_t>(i + 1));
     std::swap(order_[i], order_[j]);
   }
 }
 
 int64_t Batcher::fill(int64_t b, const Tensor& x, const Tensor& y) const {
-  const int64_t pix = d_.rows * d_.cols;
-  if (x.dtype != DType::F32 || x.numel() != batch_ * pix)
-    fail("the model input is " + x.type().str() + ", but the data gives batches of " +
-         std::to_string(batch_) + " images of " + std::to_string(d_.rows) + "x" +
-         std::to_string(d_.cols));
-  if (y.dtype != DType::I64 || y.numel() != batch_)
-    fail("the target is " + y.type().str() + ", but the data gives int64[" +
-         std::to_string(batch_) + "] labels");
-  float* xd = x.as<float>();
-  int64_t* yd = y.as<int64_t>();
+  check(x.type(), y.type());
+  // Rows are equal slices of each tensor, whatever the dataset's row shape.
+  const size_t xrow = x.nbytes() / batch_, yrow = y.nbytes() / batch_;
   int64_t real = 0;
   for (int64_t r = 0; r < batch_; ++r) {
     int64_t pos = b * batch_ + r;
-    float* dst = xd + r * pix;
-    if (pos >= d_.n) {
-      std::memset(dst, 0, pix * sizeof(float));
-      yd[r] = 0;
+    if (pos >= n_) {
+      std::memset(static_cast<char*>(x.data) + r * xrow, 0, xrow);
+      std::memset(static_cast<char*>(y.data) + r * yrow, 0, yrow);
       continue;
     }
-    const uint8_t* src = d_.images.data() + order_[pos] * pix;
-    for (int64_t k = 0; k < pix; ++k) dst[k] = lut_[src[k]];
-    yd[r] = d_.labels[order_[pos]];
+    d_.write(order_[pos], r, x, y);
     ++real;
   }
   return real;

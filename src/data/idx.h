@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset.h"
+
 namespace ts {
 
 struct IdxArray {
@@ -15,10 +17,19 @@ struct IdxArray {
 // Only element type 0x08 (unsigned byte) and ranks 1..4 are accepted.
 IdxArray read_idx(const std::string& path);
 
-struct ImageDataset {
+// Greyscale images with class labels. A sample is one float32 image whose
+// pixels become (x/255 - mean) / std, as torchvision's ToTensor + Normalize
+// (the seed's MNIST values by default), and one int64 label.
+struct ImageDataset : Dataset {
   int64_t n = 0, rows = 0, cols = 0;
   std::vector<uint8_t> images;  // n * rows * cols
   std::vector<uint8_t> labels;  // n
+  float mean = 0.1307f, std = 0.3081f;
+
+  int64_t size() const override { return n; }
+  std::string describe() const override;
+  void check(int64_t batch, const TensorType& x, const TensorType& y) const override;
+  void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const override;
 };
 
 // `dir` holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each plain or .gz.

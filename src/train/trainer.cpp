@@ -19,6 +19,7 @@ std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const B
   const Function& f = s.program().function(fn);
   int xi = f.find_input("input"), yi = f.find_input("target");
   if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
+  data.check(f.inputs[xi].type, f.inputs[yi].type);
   return std::make_unique<Prefetcher>(data, f.inputs[xi].type, f.inputs[yi].type);
 }
 
@@ -30,36 +31,46 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
-EvalResult evaluate(Session& s, const ImageDataset& test, float mean, float std) {
-  Batcher data(test, s.batch_size(), mean, std);
+EvalResult evaluate(Session& s, const Dataset& test) {
+  Batcher data(test, s.batch_size());
   auto pf = prefetcher(s, "eval_step", data);
   pf->start(0, data.padded_batches());
   EvalResult r;
+  // Integer targets are class labels (one per target element, e.g. one per
+  // token for a language model): accuracy is argmax over the output's last
+  // dim. Float targets (regression) have no accuracy.
+  const Function& f = s.program().function("eval_step");
+  const TensorType& yt = f.inputs[f.find_input("target")].type;
+  r.has_accuracy = yt.dtype == DType::I64;
+  const int64_t labels_per_row = yt.numel() / s.batch_size();
   double loss_sum = 0;
   for (int64_t b = 0; b < data.padded_batches(); ++b) {
     pf->next();
     const int64_t real = pf->real();
-    const int64_t* labels = pf->y().view.as<int64_t>();
     s.eval_step({pf->x().view}, pf->y().view);
-    const Tensor& out = s.eval_output();
     const float* sl = s.eval_sample_loss().as<float>();
-    const int64_t classes = out.numel() / s.batch_size();
+    for (int64_t i = 0; i < real; ++i) loss_sum += sl[i];
+    r.count += real;
+    if (!r.has_accuracy) continue;
+    const Tensor& out = s.eval_output();
+    const int64_t* labels = pf->y().view.as<int64_t>();
+    const int64_t classes = out.numel() / yt.numel();
     const float* o = out.as<float>();
-    for (int64_t i = 0; i < real; ++i) {
-      loss_sum += sl[i];
+    for (int64_t k = 0; k < real * labels_per_row; ++k) {
+      const float* row = o + k * classes;
       int64_t best = 0;
       for (int64_t c = 1; c < classes; ++c)
-        if (o[i * classes + c] > o[i * classes + best]) best = c;
-      r.correct += best == labels[i];
+        if (row[c] > row[best]) best = c;
+      r.correct += best == labels[k];
     }
-    r.count += real;
+    r.labels += real * labels_per_row;
   }
   r.loss = r.count ? loss_sum / r.count : 0;
-  r.accuracy = r.count ? static_cast<double>(r.correct) / r.count : 0;
+  r.accuracy = r.labels ? static_cast<double>(r.correct) / r.labels : 0;
   return r;
 }
 
-void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_set,
+void train(Session& s, const Dataset& train_set, const Dataset& test_set,
            const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch) {
   int64_t first_epoch = 0;
   double base_lr = o.lr >= 0 ? o.lr : s.lr();
@@ -93,7 +104,7 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
   // Per step, the schedule index is the session's global step (kept in
   // checkpoints), so a resume continues the sequence where it stopped.
   LrSchedule::Cursor cursor(sched, base_lr);
-  Batcher data(train_set, s.batch_size(), o.mean, o.std);
+  Batcher data(train_set, s.batch_size());
   auto pf = prefetcher(s, "train_step", data);
   int64_t nb = data.full_batches();
   if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
@@ -155,7 +166,7 @@ void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_s
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rep.train_loss = loss_sum / nb;
     rep.samples_per_s = nb * s.batch_size() / rep.seconds;
-    rep.test = evaluate(s, test_set, o.mean, o.std);
+    rep.test = evaluate(s, test_set);
     if (!o.save.empty())
       s.save_checkpoint(o.save, {{"epoch", std::to_string(e + 1)},
                                  {"base_lr", fmt("%.17g", base_lr)},

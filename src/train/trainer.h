@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-#include "data/idx.h"
+#include "data/dataset.h"
 #include "train/lr_schedule.h"
 #include "trainstep/session.h"
 
@@ -32,13 +32,15 @@ struct TrainOptions {
   int64_t accumulate = 1;
   std::string save;               // checkpoint after every epoch
   std::string resume;             // checkpoint to start from
-  float mean = 0.1307f, std = 0.3081f;  // input normalisation (the seed's)
   bool progress = true;
 };
 
 struct EvalResult {
-  double loss = 0, accuracy = 0;
-  int64_t correct = 0, count = 0;
+  double loss = 0;      // mean per-sample loss
+  int64_t count = 0;    // samples
+  bool has_accuracy = false;  // integer (class) targets
+  double accuracy = 0;  // correct / labels
+  int64_t correct = 0, labels = 0;
 };
 
 struct EpochReport {
@@ -48,9 +50,9 @@ struct EpochReport {
 };
 
 // Every test sample counts: the last batch is padded and masked.
-EvalResult evaluate(Session& s, const ImageDataset& test, float mean, float std);
+EvalResult evaluate(Session& s, const Dataset& test);
 
-void train(Session& s, const ImageDataset& train_set, const ImageDataset& test_set,
+void train(Session& s, const Dataset& train_set, const Dataset& test_set,
            const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch);
 
 }  // namespace ts

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainstep/error.h"
+#include "data/batcher.h"
 #include "data/idx.h"
 #include "io/atomic_file.h"
 
@@ -182,4 +183,21 @@ TEST(Idx, FashionMnistIfPresent) {
   EXPECT_EQ(ds.rows, 28);
   EXPECT_EQ(ds.cols, 28);
   for (uint8_t l : ds.labels) ASSERT_LT(l, 10);
+}
+
+TEST(Dataset, UnknownSpecNamesTheChoices) {
+  std::string msg = error_of([] { ts::open_dataset("cifar", ts::Split::Train); });
+  EXPECT_EQ(msg, "unknown dataset 'cifar' (expected fashion-mnist | idx:DIR)");
+}
+
+TEST(Dataset, BatchThatDoesNotFitTheModelIsNamed) {
+  ts::ImageDataset d;
+  d.n = 4;
+  d.rows = d.cols = 2;
+  d.images.assign(16, 0);
+  d.labels.assign(4, 0);
+  ts::Batcher b(d, 2);
+  std::string msg = error_of([&] { b.check({ts::DType::F32, {2, 1, 3, 3}}, {ts::DType::I64, {2}}); });
+  EXPECT_EQ(msg, "the model input is float32[2, 1, 3, 3], but the data gives batches of 2 2x2 images "
+                 "with int64 labels");
 }

@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "data/idx.h"
 #include "data/prefetcher.h"
 
 TEST(Prefetcher, SameBatchesInOrderAsDirectFill) {
@@ -15,7 +16,9 @@ TEST(Prefetcher, SameBatchesInOrderAsDirectFill) {
   std::mt19937 rng(1);
   for (int64_t i = 0; i < d.n * 9; ++i) d.images.push_back(uint8_t(rng()));
   for (int64_t i = 0; i < d.n; ++i) d.labels.push_back(uint8_t(rng() % 10));
-  ts::Batcher b(d, 16, 0.5f, 0.25f);
+  d.mean = 0.5f;
+  d.std = 0.25f;
+  ts::Batcher b(d, 16);
   ts::TensorType xt{ts::DType::F32, {16, 1, 3, 3}}, yt{ts::DType::I64, {16}};
   ts::Prefetcher pf(b, xt, yt);
   ts::HostTensor x(xt.dtype, xt.shape), y(yt.dtype, yt.shape);

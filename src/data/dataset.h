@@ -1,0 +1,38 @@
+// A dataset as the train loop sees it: `size()` samples, each one row of the
+// model input and one row of the target. The Batcher picks which samples go
+// into a batch; the dataset only writes one sample into one row. New data
+// sources (images, tables, text) implement this and register a spec string
+// in open_dataset, so the train loop and the CLI never change for them.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "trainstep/tensor.h"
+
+namespace ts {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // One sample in words, for messages: "28x28 images with int64 labels".
+  virtual std::string describe() const = 0;
+  // Throws, naming both sides, unless batches of `batch` samples fit the
+  // model's input type x and target type y.
+  virtual void check(int64_t batch, const TensorType& x, const TensorType& y) const = 0;
+  // Writes sample i into row r of x and y (types already checked).
+  virtual void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const = 0;
+};
+
+enum class Split { Train, Test };
+
+// The datasets the CLI knows, by spec string:
+//   fashion-mnist   the Debian dataset-fashion-mnist IDX files
+//   idx:DIR         MNIST-format IDX files in DIR
+std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split);
+
+// The spec strings open_dataset accepts, for help texts and errors.
+const char* dataset_specs();
+
+}  // namespace ts
