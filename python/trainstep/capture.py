@@ -8,6 +8,7 @@ with ATen decompositions traces it to a graph with no mutation.
 """
 import contextlib
 import copy
+import functools
 import math
 from dataclasses import dataclass
 
@@ -159,7 +160,7 @@ def _clip_options(spec):
     max_norm, norm_type = float(spec.clip_grad_norm), float(spec.clip_grad_norm_type)
     if not max_norm > 0:
         raise CaptureError(f"clip_grad_norm={spec.clip_grad_norm!r}: must be a positive number")
-    if not (norm_type > 0 or math.isinf(norm_type)) or math.isnan(norm_type):
+    if not norm_type > 0:  # NaN and -inf too
         raise CaptureError(f"clip_grad_norm_type={spec.clip_grad_norm_type!r}: must be > 0 or inf")
     return max_norm, norm_type
 
@@ -177,10 +178,11 @@ def clip_grad_norm(grads, max_norm, norm_type):
             total = torch.maximum(total, t)
     elif norm_type == 2.0:
         norms = [(g * g).sum().sqrt() for g in gs]
-        total = sum(t * t for t in norms).sqrt()
+        total = functools.reduce(torch.add, [t * t for t in norms]).sqrt()
     else:
         norms = [g.abs().pow(norm_type).sum().pow(1.0 / norm_type) for g in gs]
-        total = sum(t.pow(norm_type) for t in norms).pow(1.0 / norm_type)
+        total = functools.reduce(torch.add, [t.pow(norm_type) for t in norms])
+        total = total.pow(1.0 / norm_type)
     coef = max_norm / (total + 1e-6)
     coef = torch.minimum(coef, torch.ones_like(coef))  # clamp(max=1)
     return {n: g * coef for n, g in grads.items()}

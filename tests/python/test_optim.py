@@ -183,3 +183,21 @@ def test_onecycle_momentum_cycling_is_refused():
     opt = torch.optim.Adam([p], lr=0.1)
     torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, cycle_momentum=False)
     assert ts_optim.from_torch(opt).groups[0].rule.h["betas"] == (0.9, 0.999)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+@pytest.mark.parametrize("max_norm", [1.0, 1e3])
+def test_clip_grad_norm_matches_torch(norm_type, max_norm):
+    """The graph's clipping vs torch.nn.utils.clip_grad_norm_ (1.13), both
+    when it clips (max_norm 1) and when it does not (coefficient clamped at 1)."""
+    from trainstep.capture import clip_grad_norm
+    g = torch.Generator().manual_seed(2)
+    ps = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in [(5, 4), (7,), ()]]
+    grads = {i: 3 * torch.randn(p.shape, generator=g) for i, p in enumerate(ps)}
+    for i, p in enumerate(ps):
+        p.grad = grads[i].clone()
+    total = torch.nn.utils.clip_grad_norm_(ps, max_norm, norm_type)
+    assert (total > max_norm) == (max_norm == 1.0)
+    mine = clip_grad_norm(grads, max_norm, norm_type)
+    for i, p in enumerate(ps):
+        torch.testing.assert_close(mine[i], p.grad, rtol=1e-6, atol=0)
