@@ -265,7 +265,8 @@ std::vector<TensorType> index_put_infer(const NodeCtx& ctx) {
   const TensorType& s = ctx.input(0);
   const TensorType& v = ctx.input(2);
   if (s.shape.empty()) ctx.fail("self must have at least one dim");
-  if (v.dtype != s.dtype) ctx.fail("values " + v.str() + " must have self's dtype " + dtype_name(s.dtype));
+  if (v.dtype != s.dtype)
+    ctx.fail("values " + v.str() + " must have self's dtype " + dtype_name(s.dtype));
   Shape want = ctx.input(1).shape;
   want.insert(want.end(), s.shape.begin() + 1, s.shape.end());
   if (v.shape != want)

@@ -207,7 +207,8 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
 
 void Session::apply_grads() {
   if (!apply_)
-    fail(artifact_->path + ": apply_grads: the artifact has no apply_step (export it with --grads)");
+    fail(artifact_->path +
+         ": apply_grads: the artifact has no apply_step (export it with --grads)");
   if (micro_ == 0) fail("apply_grads: no grad_step since the last update");
   if (micro_ > 1) {
     const float inv = 1.0f / static_cast<float>(micro_);

@@ -113,7 +113,8 @@ void train(Session& s, const Dataset& train_set, const Dataset& test_set,
   if (accum < 1) fail("--accumulate must be at least 1");
   if (accum > 1) {
     if (!s.has_grad_functions())
-      fail("--accumulate needs an artifact exported with --grads (" + s.program().name + " has no grad_step)");
+      fail("--accumulate needs an artifact exported with --grads (" + s.program().name +
+           " has no grad_step)");
     if (nb < accum)
       fail("--accumulate " + std::to_string(accum) + ": an epoch has only " + std::to_string(nb) +
            " batches");

@@ -12,10 +12,9 @@ import json
 import os
 import re
 
-import pytest
 import torch
 
-from conftest import SPECS, make_subset, run
+from conftest import SPECS, run
 
 
 def _verify(path):
@@ -198,16 +197,13 @@ def repeated_sample_data(dirpath, n_train, index=0):
     return x, int(lab)
 
 
-def eager_steps(model, opt, x, y, seed, first_step, lrs, scheduler=None):
-    """Eager steps with the trainstep RNG on batch (x, y); lrs[i] is the LR
-    of step i (None: leave the optimizer's)."""
+def eager_steps(model, opt, x, y, seed, first_step, n):
+    """n eager steps on batch (x, y) with the trainstep RNG at offsets
+    first_step, first_step + 1, ... (dropout masks as in C++)."""
     import torch.nn.functional as F
     from trainstep import rng
     model.train()
-    for i, lr in enumerate(lrs):
-        if lr is not None:
-            for g in opt.param_groups:
-                g["lr"] = lr * g.get("_ratio", 1.0)
+    for i in range(n):
         with rng.stream(torch.tensor(seed), torch.tensor(first_step + i)):
             opt.zero_grad()
             loss = F.nll_loss(model(x), y)
@@ -234,7 +230,7 @@ def test_per_step_lr_schedule_matches_eager(artifacts, tmp_path):
     sched = torch.optim.lr_scheduler.StepLR(opt, 2, 0.5)
     x, y = x1.expand(32, 1, 28, 28).contiguous(), torch.full((32,), label)
     for step in range(6):
-        eager_steps(model, opt, x, y, seed=4, first_step=step, lrs=[None])
+        eager_steps(model, opt, x, y, seed=4, first_step=step, n=1)
         sched.step()
     got, meta = _final_params(ckpt)
     assert meta["step"] == "6" and float(meta["lr"]) == 0.05 * 0.25

@@ -5,7 +5,6 @@ import os
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from conftest import ROOT, SPECS, run
 from test_features import eager_steps, repeated_sample_data
@@ -93,7 +92,7 @@ def test_three_more_steps_agree(artifacts, tmp_path):
     got = torch.load(tmp_path / "done.pt")
 
     x, y = x1.expand(32, 1, 28, 28).contiguous(), torch.full((32,), label)
-    eager_steps(spec.model, spec.optimizer, x, y, seed=7, first_step=2, lrs=[None] * 3)
+    eager_steps(spec.model, spec.optimizer, x, y, seed=7, first_step=2, n=3)
     for n, p in spec.model.state_dict().items():
         torch.testing.assert_close(got["model"][n], p, rtol=1e-4, atol=1e-5, msg=n)
     want = spec.optimizer.state_dict()
