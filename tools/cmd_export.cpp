@@ -90,6 +90,7 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
   auto steps = std::make_shared<int>(-1);
   auto seed = std::make_shared<int>(0);
   auto grads = std::make_shared<bool>(false);
+  auto trace = std::make_shared<bool>(false);
   cmd->add_option("spec", *spec, "SPEC.py defining build() -> trainstep.TrainSpec")->required();
   cmd->add_option("--out,-o", *out, "artifact to write (NAME.tstep)")->required();
   cmd->add_option("--golden-steps", *steps, "eager steps recorded for verify (default: spec's, 3)");
@@ -97,11 +98,14 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
   cmd->add_flag("--grads", *grads,
                 "also export grad_step and apply_step: gradient accumulation (train "
                 "--accumulate) and gradients by name (Session::grad)");
+  cmd->add_flag("--trace-values", *trace,
+                "also record every train_step node's eager value on golden step 0 (verify --trace)");
   cmd->callback([=, &action] {
     action = [=] {
       std::vector<std::string> args{"trainstep.export", *spec, "--out", *out,
                                     "--seed", std::to_string(*seed)};
       if (*grads) args.push_back("--grads");
+      if (*trace) args.push_back("--trace-values");
       if (*steps >= 0) {
         args.push_back("--golden-steps");
         args.push_back(std::to_string(*steps));

@@ -25,6 +25,7 @@ void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0);
 // Runs `python -m MODULE ARGS...` of python/trainstep with an interpreter
 // that can import torch; returns its exit status.
 int run_python(const char* argv0, const std::vector<std::string>& module_args);
+void add_run_program(CLI::App& app, Action& action);
 
 // --threads and the compiler switches (--no-fusion, --no-inplace,
 // --no-cleanup), shared by every command that opens a session.

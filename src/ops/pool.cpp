@@ -3,6 +3,7 @@
 // Windows that tile the input (kernel == stride, no padding or dilation, the
 // common 2x2/2 case) take a branch-free fast path with the same results.
 #include <algorithm>
+#include <array>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -124,7 +125,6 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 // found by the same rule as the general path), bit 7 set when the gradient
 // passes the relu, i.e. unless the window's max is <= 0. The backward
 // scatters grad_output with it: where(x <= 0, 0, max-pool backward).
-constexpr uint8_t kPass = 0x80;
 
 PoolGeom tiled_geom(const NodeCtx& ctx, const TensorType& x) {
   PoolGeom g = pool_geom(ctx, x);
@@ -143,29 +143,10 @@ std::vector<TensorType> infer_code_fwd(const NodeCtx& ctx) {
 std::unique_ptr<Kernel> make_code_fwd(const KernelCtx& k) {
   PoolGeom g = tiled_geom(k.node, k.node.input(0));
   return make_fn_kernel([g](const Tensor* in, Tensor* out) {
-    const float* x = in[0].as<float>();
     float* y = out[0].as<float>();
     uint8_t* code = out[1].as<uint8_t>();
-    parallel_for(g.planes, true, [&](int64_t p) {
-      const float* xp = x + p * g.H * g.W;
-      const int64_t o0 = p * g.OH * g.OW;
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const float* win = xp + oh * g.kh * g.W + ow * g.kw;
-          float m = win[0];
-          int best = 0;
-          for (int64_t i = 0; i < g.kh; ++i)
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const float v = win[i * g.W + j];
-              const bool take = v > m || v != v;  // a larger value or any NaN
-              m = take ? v : m;
-              best = take ? static_cast<int>(i * g.kw + j) : best;
-            }
-          const int64_t o = o0 + oh * g.OW + ow;
-          if (y) y[o] = m;
-          if (code) code[o] = static_cast<uint8_t>(best | (m <= 0.f ? 0 : kPass));
-        }
-    });
+    if (!y || !code) fail("trainstep.max_pool2d_code: both outputs are needed");
+    pool_detail::max_pool_tiled_code(g, in[0].as<float>(), y, code);
   });
 }
 
@@ -196,7 +177,10 @@ std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
 
 std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
   PoolGeom g = tiled_geom(k.node, code_bwd_input(k.node));
-  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+  // A code's offset within the window, as an offset in the plane.
+  std::array<int64_t, 128> at_offset{};
+  for (int64_t a = 0; a < g.kh * g.kw; ++a) at_offset[a] = (a / g.kw) * g.W + a % g.kw;
+  return make_fn_kernel([g, at_offset](const Tensor* in, Tensor* out) {
     float* gi = out[0].as<float>();
     if (!gi) return;
     const float* go = in[0].as<float>();
@@ -205,17 +189,20 @@ std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
       float* gp = gi + p * g.H * g.W;
       std::fill(gp, gp + g.H * g.W, 0.f);
       const int64_t o0 = p * g.OH * g.OW;
+      // Without branches: the argmax always gets a store, 0 when the relu
+      // blocks (it is already 0).
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const int64_t o = o0 + oh * g.OW + ow;
           const int c = code[o];
-          if (!(c & kPass)) continue;
-          const int at = c & (kPass - 1);
-          gp[(oh * g.kh + at / g.kw) * g.W + ow * g.kw + at % g.kw] = go[o];
+          gp[oh * g.kh * g.W + ow * g.kw + at_offset[c & (pool_detail::kCodePass - 1)]] =
+              c & pool_detail::kCodePass ? go[o] : 0.f;
         }
     });
   });
 }
+
+
 
 }  // namespace
 
@@ -299,7 +286,7 @@ void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, i
 // strictly larger or NaN. That is the same value and index as the row-major
 // scan a, b, c, d of the general path. Masked loads and stores: no over-read.
 void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
-                          int64_t* idx) {
+                          int64_t* idx, uint8_t* code) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i step2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
@@ -308,7 +295,11 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
                                   _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
   };
-  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx = idx ? idx + OW : nullptr)
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i i32_one = _mm512_set1_epi32(1), i32_two = _mm512_set1_epi32(2),
+                i32_pass = _mm512_set1_epi32(kCodePass);
+  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx = idx ? idx + OW : nullptr,
+               code = code ? code + OW : nullptr)
   for (int64_t ow = 0; ow < OW; ow += 16) {
     const float* r0 = xp + 2 * oh * W;
     const float* r1 = r0 + W;
@@ -326,8 +317,15 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     __mmask16 kt = later(a, b), kb = later(c, d);
     __m512 top = _mm512_mask_blend_ps(kt, a, b), bot = _mm512_mask_blend_ps(kb, c, d);
     __mmask16 kv = later(top, bot);
-    _mm512_mask_storeu_ps(y + ow, keep, _mm512_mask_blend_ps(kv, top, bot));
+    const __m512 m = _mm512_mask_blend_ps(kv, top, bot);
+    _mm512_mask_storeu_ps(y + ow, keep, m);
     __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
+    if (code) {  // row * 2 + column, | 0x80 unless the max is <= 0 (NaN passes)
+      __m512i c = _mm512_maskz_mov_epi32(kcol, i32_one);
+      c = _mm512_mask_add_epi32(c, kv, c, i32_two);
+      c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ), c, i32_pass);
+      _mm512_mask_cvtepi32_storeu_epi8(code + ow, keep, c);
+    }
     for (int half = 0; half < 2 && idx; ++half) {
       __mmask8 v = static_cast<__mmask8>(kv >> (8 * half));
       __mmask8 col = static_cast<__mmask8>(kcol >> (8 * half));
@@ -342,12 +340,59 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
 }
 #endif
 
+namespace {
+
+// One output row of code pooling; KH/KW = 0: sizes known only at run time.
+template <int KH, int KW>
+void code_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, int64_t OW,
+              float* y, uint8_t* code) {
+  if (KH) kh = KH;
+  if (KW) kw = KW;
+  const float* row = xp + oh * kh * W;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float* win = row + ow * kw;
+    float m = win[0];
+    int best = 0;
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const float v = win[i * W + j];
+        const bool take = v > m || v != v;  // a larger value or any NaN
+        m = take ? v : m;
+        best = take ? static_cast<int>(i * kw + j) : best;
+      }
+    y[ow] = m;
+    code[ow] = static_cast<uint8_t>(best | (m <= 0.f ? 0 : kCodePass));
+  }
+}
+
+}  // namespace
+
+void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* code) {
+#if defined(__AVX512F__)
+  if (g.kh == 2 && g.kw == 2) {
+    parallel_for(g.planes, true, [&](int64_t p) {
+      int64_t o = p * g.OH * g.OW;
+      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, nullptr, code + o);
+    });
+    return;
+  }
+#endif
+  auto row = g.kh == 2 && g.kw == 2 ? &code_row<2, 2> : &code_row<0, 0>;
+  parallel_for(g.planes, true, [&](int64_t p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t o = (p * g.OH + oh) * g.OW;
+      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, code + o);
+    }
+  });
+}
+
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 #if defined(__AVX512F__)
   if (g.kh == 2 && g.kw == 2) {
     parallel_for(g.planes, true, [&](int64_t p) {
       int64_t o = p * g.OH * g.OW;
-      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx ? idx + o : nullptr);
+      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx ? idx + o : nullptr, nullptr);
     });
     return;
   }

@@ -25,6 +25,12 @@ bool max_pool_tiles(const PoolGeom& g);
 // general path.
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx);
 
+// trainstep.max_pool2d_code's byte per window: bits 0-6 the argmax's offset
+// in the window (row-major), kCodePass set unless the window's max is <= 0.
+constexpr uint8_t kCodePass = 0x80;
+// Requires max_pool_tiles(g): values and codes.
+void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* code);
+
 // Do the windows of a pooling node (its attrs) over input x tile x? Throws
 // the node's error for invalid attrs.
 bool windows_tile(const NodeCtx& node, const TensorType& x);
