@@ -74,25 +74,28 @@ TEST(Index, Errors) {
                "larger than self");
 }
 
-TEST(Index, IndexPut) {
-  // The embedding backward's form: rows of a zero table, repeated indices accumulate.
-  Arg self = tensor(DType::F32, {4, 2}, std::vector<double>(8, 0));
-  Arg idx = tensor(DType::I64, {5}, {1, 3, 1, -1, 0});
-  Arg vals = tensor(DType::F32, {5, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
-  auto acc = run("aten.index_put.default", {{"accumulate", true}}, {self, idx, vals});
-  expect_close(acc[0], {9, 10, 6, 8, 0, 0, 10, 12}, 0);
-  // Without accumulate the last write wins (as PyTorch's CPU kernel, index order).
-  auto put = run("aten.index_put.default", {{"accumulate", false}}, {self, idx, vals});
-  expect_close(put[0], {9, 10, 5, 6, 0, 0, 7, 8}, 0);
-  // A 2-d index tensor and int64 rows.
-  Arg si = tensor(DType::I64, {3}, {1, 1, 1});
-  Arg i2 = tensor(DType::I64, {2, 2}, {0, 2, 2, 2});
-  Arg v2 = tensor(DType::I64, {2, 2}, {10, 20, 30, 40});
-  expect_close(run("aten.index_put.default", {{"accumulate", true}}, {si, i2, v2})[0], {11, 1, 91}, 0);
-  expect_error([&] { run("aten.index_put.default", {{"accumulate", true}}, {self, tensor(DType::I64, {1}, {4}), tensor(DType::F32, {1, 2}, {0, 0})}); },
-               "index 4 is out of bounds for dimension 0 with size 4");
-  expect_error([&] { infer("aten.index_put.default", {{"accumulate", true}}, {self, idx, tensor(DType::F32, {5, 3}, std::vector<double>(15, 0))}); },
-               "values float32[5, 3] must be shaped index + self's trailing dims [5, 2]");
-  expect_error([&] { infer("aten.index_put.default", {{"accumulate", true}}, {self, idx, idx, vals}); },
-               "only one index tensor");
+TEST(Index, IndexPutAccumulatesDuplicateRows) {
+  // embedding backward: grad_weight = zeros.index_put_([ids], grad, accumulate=True)
+  Arg self = tensor(DType::F32, {3, 2}, {1, 1, 1, 1, 1, 1});
+  Arg idx = tensor(DType::I64, {2, 2}, {2, 0, 2, -3});
+  Arg val = tensor(DType::F32, {2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto o = run("aten.index_put.default", {{"accumulate", true}}, {self, idx, val});
+  EXPECT_EQ(o[0].tensor().shape, (Shape{3, 2}));
+  // row 0 gets [3,4] and [7,8] (-3 is row 0); row 2 gets [1,2] and [5,6].
+  expect_close(o[0], {11, 13, 1, 1, 7, 9}, 0);
+  auto p = run("aten.index_put.default", {{"accumulate", false}},
+               {self, tensor(DType::I64, {1}, {1}), tensor(DType::F32, {1, 2}, {5, 6})});
+  expect_close(p[0], {1, 1, 5, 6, 1, 1}, 0);
+}
+
+TEST(Index, IndexPutChecksItsInputs) {
+  Arg self = tensor(DType::F32, {3, 2}, {0, 0, 0, 0, 0, 0});
+  expect_error([&] {
+    run("aten.index_put.default", {{"accumulate", true}},
+        {self, tensor(DType::I64, {1}, {0}), tensor(DType::F32, {2, 2}, {0, 0, 0, 0})});
+  }, "must be index shape + self's trailing dims float32[1, 2]");
+  expect_error([&] {
+    run("aten.index_put.default", {{"accumulate", true}},
+        {self, tensor(DType::I64, {1}, {3}), tensor(DType::F32, {1, 2}, {0, 0})});
+  }, "index 3 is out of bounds for dimension 0 with size 3");
 }
