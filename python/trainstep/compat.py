@@ -10,26 +10,30 @@ except ImportError:  # torch 1.13: functorch and nn.utils.stateless
 from torch.fx.experimental.proxy_tensor import make_fx
 
 
+# Ops the runtime runs as one kernel although torch._decomp has a
+# decomposition:
+# - aten._to_copy: 1.13's decomposition (to prims.convert_element_type)
+#   fails under vmap on `0-d tensor * float`, which per-sample eval losses
+#   such as `0.9 * loss` hit;
+# - batch norm: one kernel each way instead of ~10 reductions and pointwise
+#   passes (the exporter's F.batch_norm stand-in, patches.py, keeps the op
+#   functional).
+KEEP = {"aten._to_copy.default",
+        "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"}
+
+
 def decomposition_table():
     """ATen-level decompositions only: the 1.13 table also lowers to prims.*,
     which the runtime does not take, so keep entries defined in
-    torch._decomp.decompositions (core_aten_decompositions on 2.x).
-
-    Kept whole (the runtime has kernels for them):
-    - aten._to_copy: 1.13's decomposition (to prims.convert_element_type)
-      fails under vmap on `0-d tensor * float`, which per-sample eval losses
-      such as `0.9 * loss` hit;
-    - aten.native_batch_norm and its backward: one kernel each instead of
-      ~10 reductions and pointwise passes."""
+    torch._decomp.decompositions (core_aten_decompositions on 2.x); ops in
+    KEEP stay whole."""
     import torch._decomp as D
     if hasattr(D, "core_aten_decompositions"):
         table = dict(D.core_aten_decompositions())
     else:
         table = {k: v for k, v in D.decomposition_table.items()
                  if getattr(v, "__module__", "") == "torch._decomp.decompositions"}
-    keep = {torch.ops.aten._to_copy.default, torch.ops.aten.native_batch_norm.default,
-            torch.ops.aten.native_batch_norm_backward.default}
-    return {k: v for k, v in table.items() if k not in keep}
+    return {k: v for k, v in table.items() if str(k) not in KEEP}
 
 
 __all__ = ["functional_call", "grad_and_value", "functionalize", "vmap", "make_fx",
