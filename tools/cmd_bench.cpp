@@ -99,7 +99,11 @@ void add_bench(CLI::App& app, Action& action) {
                   path->c_str(), compile_s, *steps, (long long)s->batch_size(), ms.front(),
                   pct(0.1), pct(0.5), pct(0.9), ms.back(),
                   s->batch_size() * 1e3 / pct(0.5));
-      if (*profile) print_profile(s->train_executor(), *steps, total);
+      if (*profile) {
+        print_profile(s->train_executor(), *steps, total);
+        std::printf("%s", ts::memory_peak_report(s->train_executor().function(),
+                                                 s->train_executor().plan()).c_str());
+      }
       std::printf("step_ms_median=%.3f\n", pct(0.5));
       return 0;
     };

@@ -74,10 +74,13 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
   auto out = std::make_shared<std::string>();
   auto steps = std::make_shared<int>(-1);
   auto seed = std::make_shared<int>(0);
+  auto trace = std::make_shared<bool>(false);
   cmd->add_option("spec", *spec, "SPEC.py defining build() -> trainstep.TrainSpec")->required();
   cmd->add_option("--out,-o", *out, "artifact to write (NAME.tstep)")->required();
   cmd->add_option("--golden-steps", *steps, "eager steps recorded for verify (default: spec's, 3)");
   cmd->add_option("--seed", *seed, "RNG seed of the golden trace");
+  cmd->add_flag("--trace-values", *trace,
+                "also record every train_step node's eager value on golden step 0 (verify --trace)");
   cmd->callback([=, &action] {
     action = [=] {
       std::string exe = self_path(argv0);
@@ -89,6 +92,7 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
       std::string py = find_python();
       std::vector<std::string> args{py, "-m", "trainstep.export", *spec, "--out", *out,
                                     "--seed", std::to_string(*seed)};
+      if (*trace) args.push_back("--trace-values");
       if (*steps >= 0) {
         args.push_back("--golden-steps");
         args.push_back(std::to_string(*steps));

@@ -4,6 +4,8 @@
 
 #include "commands.h"
 #include "ir/program.h"
+#include "ir/text.h"
+#include "passes/pipeline.h"
 #include "runtime/artifact.h"
 
 namespace tscli {
@@ -11,11 +13,23 @@ namespace tscli {
 void add_inspect(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("inspect", "Functions, signature, op histogram, state size");
   auto path = std::make_shared<std::string>();
+  auto ir = std::make_shared<std::string>();
+  auto sopts = std::make_shared<ts::SessionOptions>();
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
+  cmd->add_option("--ir", *ir,
+                  "print FUNCTION (train_step, eval_step) as IR text after the compiler's passes "
+                  "(as --no-fusion/--no-inplace/--no-cleanup leave them)");
+  add_session_flags(cmd, *sopts);
   cmd->callback([=, &action] {
     action = [=] {
       ts::Artifact a = ts::load_artifact(*path);
       const ts::Program& p = a.program;
+      if (!ir->empty()) {
+        ts::Function f = p.function(*ir);
+        ts::optimize(f, sopts->compile);
+        std::printf("%s", ts::print_function(f).c_str());
+        return 0;
+      }
       std::printf("artifact %s: model %s, format version %d, batch %lld\n", path->c_str(),
                   p.name.c_str(), p.version, (long long)p.batch_size);
       std::printf("optimizer: %s\n", p.optimizer.dump().c_str());

@@ -20,6 +20,7 @@ void add_inspect(CLI::App& app, Action& action);
 void add_ops(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_lr_schedule(CLI::App& app, Action& action);
+void add_run_program(CLI::App& app, Action& action);
 
 // --threads and the compiler switches (--no-fusion, --no-inplace,
 // --no-cleanup), shared by every command that opens a session.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from . import optim as ts_optim
-from . import patches, rng
+from . import patches, provenance, rng
 from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -126,7 +126,7 @@ def capture_train(parts):
                + [dict(role="state", state=n) for n in snames])
     example = ([st[n] for n in p.pnames + fnames + bnames + snames] + [lr, seed, offset]
                + p.inputs + [p.target])
-    with _mode(p.model, True):
+    with _mode(p.model, True), provenance.recording(p.model):
         gm = _trace(step, example)
     return Captured(gm, Signature(sig_in, sig_out), example)
 
@@ -165,7 +165,7 @@ def capture_eval(parts):
               for n in names] + _data_inputs(p)
     sig_out = [dict(role="output", index=0), dict(role="sample_loss")]
     example = [st[n] for n in names] + p.inputs + [p.target]
-    with _mode(p.model, False):
+    with _mode(p.model, False), provenance.recording(p.model):
         gm = _trace(step, example)
     return Captured(gm, Signature(sig_in, sig_out), example)
 

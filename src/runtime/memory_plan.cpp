@@ -160,4 +160,30 @@ std::string memory_summary(const MemoryPlan& p, size_t state_bytes) {
   return buf;
 }
 
+std::string memory_peak_report(const Function& f, const MemoryPlan& p, int top) {
+  constexpr double MiB = 1024.0 * 1024.0;
+  const int end = static_cast<int>(f.nodes.size());
+  std::vector<size_t> live(end + 1, 0);
+  for (size_t v = 0; v < p.size.size(); ++v)
+    if (p.has_slot(v))
+      for (int i = std::max(p.first[v], 0); i <= p.last[v]; ++i) live[i] += p.size[v];
+  const int at = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
+  std::vector<int> here;
+  for (size_t v = 0; v < p.size.size(); ++v)
+    if (p.has_slot(v) && p.first[v] <= at && at <= p.last[v]) here.push_back(static_cast<int>(v));
+  std::sort(here.begin(), here.end(), [&](int a, int b) { return p.size[a] > p.size[b]; });
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "memory peak %.2f MiB live at node %d (%s %s), %zu values:\n",
+                live[at] / MiB, at, at < end ? f.nodes[at].name.c_str() : "outputs",
+                at < end ? f.nodes[at].op.c_str() : "", here.size());
+  std::string out = buf;
+  for (int k = 0; k < std::min<int>(top, here.size()); ++k) {
+    const int v = here[k];
+    std::snprintf(buf, sizeof buf, "  %8.2f MiB  %-28s %-24s live [%d, %d]\n", p.size[v] / MiB,
+                  f.value_names[v].c_str(), f.value_types[v].str().c_str(), p.first[v], p.last[v]);
+    out += buf;
+  }
+  return out;
+}
+
 }  // namespace ts

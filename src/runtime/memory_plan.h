@@ -60,4 +60,8 @@ MemoryPlan plan_memory(const Function& f, bool inplace);
 // "arena X MiB (naive Y MiB), state Z MiB, donated N state outputs"
 std::string memory_summary(const MemoryPlan& p, size_t state_bytes);
 
+// Where the plan's live bytes peak: the node, the live total (a lower bound
+// on the arena) and the largest values live there, one per line.
+std::string memory_peak_report(const Function& f, const MemoryPlan& p, int top = 8);
+
 }  // namespace ts
