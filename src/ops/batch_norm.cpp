@@ -20,8 +20,6 @@ namespace ts {
 
 namespace {
 
-constexpr int kLanes = 8;
-
 struct BnGeom {
   int64_t N = 0, C = 0, S = 1;
   int64_t M() const { return N * S; }  // elements per channel
@@ -46,28 +44,42 @@ BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, con
   return g;
 }
 
-// Sums over one channel's N blocks of S floats, in double with kLanes lanes
-// so the loop vectorises: f(k) gives the k-th term's (a, b) pair.
-template <class F>
-void channel_sums(const BnGeom& g, int64_t c, F f, double& sa, double& sb) {
-  double a[kLanes] = {}, b[kLanes] = {};
+// Per-channel sums in double over the channel's N blocks of S floats. The
+// simd reductions let the compiler keep several partial sums per vector
+// lane (a fixed order for a given build, so results repeat run to run).
+// Statistics: sum of d and d^2 for d = x - shift.
+void stat_sums(const BnGeom& g, const float* x, int64_t c, double shift, double& s1, double& s2) {
+  double a = 0, b = 0;
   for (int64_t n = 0; n < g.N; ++n) {
-    const int64_t base = (n * g.C + c) * g.S;
-    int64_t s = 0;
-    for (; s + kLanes <= g.S; s += kLanes)
-      for (int l = 0; l < kLanes; ++l) {
-        auto [ta, tb] = f(base + s + l);
-        a[l] += ta;
-        b[l] += tb;
-      }
-    for (; s < g.S; ++s) {
-      auto [ta, tb] = f(base + s);
-      a[0] += ta;
-      b[0] += tb;
+    const float* p = x + (n * g.C + c) * g.S;
+#pragma omp simd reduction(+ : a, b)
+    for (int64_t s = 0; s < g.S; ++s) {
+      const double d = double(p[s]) - shift;
+      a += d;
+      b += d * d;
     }
   }
-  sa = sb = 0;
-  for (int l = 0; l < kLanes; ++l) sa += a[l], sb += b[l];
+  s1 = a;
+  s2 = b;
+}
+
+// Backward: sum of dy and of (x - mean) * dy.
+void grad_sums(const BnGeom& g, const float* dy, const float* x, int64_t c, double mean,
+               double& sum_dy, double& dot) {
+  double a = 0, b = 0;
+  for (int64_t n = 0; n < g.N; ++n) {
+    const int64_t base = (n * g.C + c) * g.S;
+    const float* pd = dy + base;
+    const float* px = x + base;
+#pragma omp simd reduction(+ : a, b)
+    for (int64_t s = 0; s < g.S; ++s) {
+      const double d = pd[s];
+      a += d;
+      b += (double(px[s]) - mean) * d;
+    }
+  }
+  sum_dy = a;
+  dot = b;
 }
 
 // ---- forward ----------------------------------------------------------------
@@ -113,10 +125,7 @@ class BnFwdKernel : public Kernel {
       if (training_) {
         const double shift = x[c * g.S];
         double s1, s2;
-        channel_sums(g, c, [&](int64_t i) {
-          double d = double(x[i]) - shift;
-          return std::pair<double, double>(d, d * d);
-        }, s1, s2);
+        stat_sums(g, x, c, shift, s1, s2);
         double var = std::max((s2 - s1 * s1 / M) / M, 0.0);
         mean = shift + s1 / M;
         invstd = 1.0 / std::sqrt(var + eps_);
@@ -203,9 +212,7 @@ class BnBwdKernel : public Kernel {
         invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
       }
       double sum_g, dotp;
-      channel_sums(g, c, [&](int64_t i) {
-        return std::pair<double, double>(go[i], (double(x[i]) - mean) * go[i]);
-      }, sum_g, dotp);
+      grad_sums(g, go, x, c, mean, sum_g, dotp);
       if (gw) gw[c] = float(dotp * invstd);
       if (gb) gb[c] = float(sum_g);
       if (!gi) return;
