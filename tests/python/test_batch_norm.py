@@ -9,7 +9,7 @@ reproducible to 1.5e-6 of each tensor's scale under 1e-7 parameter noise
 (scripts/eager_spread.py --noise params) and the parity check can be tight:
 1e-5. Measured C++ vs eager: 1.1e-6 (momentum buffers), buffers 3e-7."""
 import os
-import sys
+import re
 
 import pytest
 import torch
@@ -61,16 +61,15 @@ def test_checkpoint_evaluates_the_same_in_pytorch_eval_mode(artifacts, small_dat
     data = f"idx:{small_data}"
     run("train", art, "--data", data, "--epochs", 1, "--threads", 1, "--save", ckpt)
     out = run("eval", art, "--data", data, "--checkpoint", ckpt).stdout
-    import re
     m = re.search(r"test: loss ([0-9.]+), accuracy [0-9.]+% \((\d+)/(\d+)\)", out)
     assert m, out
     loss_cpp, correct_cpp, n = float(m.group(1)), int(m.group(2)), int(m.group(3))
 
-    sys.path.insert(0, os.path.join(ROOT, "examples", "resnet"))
-    try:
-        import spec as resnet
-    finally:
-        sys.path.pop(0)
+    import importlib.util  # under its own name: other tests import the MNIST spec as `spec`
+    ms = importlib.util.spec_from_file_location("resnet_spec",
+                                                os.path.join(ROOT, "examples", "resnet", "spec.py"))
+    resnet = importlib.util.module_from_spec(ms)
+    ms.loader.exec_module(resnet)
     from trainstep import checkpoint
     state = checkpoint.load_state_dict(str(ckpt))
     assert int(state["layer1.bn1.num_batches_tracked"]) == 640 // 128

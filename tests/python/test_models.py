@@ -15,10 +15,13 @@ reimplementation can match eager more closely than that:
   mobilenet  eager 1.4e-4, C++ 2.2e-5 -> tol 1e-3 (Adam eps=1e-5, see
              tests/python/specs/mnist_adam_amsgrad.py for why not 1e-8).
   mlp        eager 1.5e-6, C++ 2.2e-7 -> tol 1e-4.
-  vae        eager ..., C++ ... -> tol 1e-4.
+  vae        eager 4.5e-5, C++ 1.2e-5 -> tol 1e-3 (pytorch/examples' Adam,
+             eps=1e-8); its 5 losses, drawn with randn_like from the shared
+             Philox stream, agree bit for bit.
 BatchNorm itself is checked tightly (1e-5, smooth activations, buffers and
 eval included) in test_batch_norm.py.
 """
+import json
 import os
 import re
 
@@ -36,7 +39,20 @@ MODELS = {
     "resnet": (0.2, "idx:{small}", 2, True),
     "mobilenet": (1e-3, "idx:{small}", 3, False),
     "mlp_regression": (1e-4, "friedman1:1:2048:512", 3, True),
+    "vae": (1e-3, "autoencode:idx:{small}", 2, True),
 }
+
+
+def _supported(op):
+    return op in {o["name"] for o in json.loads(run("ops", "--json").stdout)["ops"]}
+
+
+# The VAE splits its output into (recon, mu, logvar); 1.13's functionalize
+# writes that as aten.as_strided, which the seq branch adds to the runtime.
+NEEDS = {"vae": "aten.as_strided.default"}
+NAMES = [pytest.param(n, marks=pytest.mark.skipif(
+    n in NEEDS and not _supported(NEEDS[n]), reason=f"runtime lacks {NEEDS.get(n)}"))
+    for n in MODELS]
 
 
 def _verify(path, tol, *flags):
@@ -69,7 +85,7 @@ def model(artifacts):
     return get
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_verify_5_steps(model, name):
     tol = MODELS[name][0]
     for flags in ((), ("--no-fusion",)):
@@ -79,7 +95,7 @@ def test_verify_5_steps(model, name):
         assert max(losses.values()) <= 1e-5, losses
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_trains(model, name, small_data):
     _, data, epochs, test_drops = MODELS[name]
     data = data.format(small=small_data)
