@@ -67,6 +67,10 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--save", o->save, "checkpoint written after every epoch");
   cmd->add_option("--resume", o->resume, "checkpoint to continue from");
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
+  cmd->add_option("--accumulate", o->accumulate,
+                  "average the gradients of N batches per optimizer step (artifact exported "
+                  "with --grads)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);

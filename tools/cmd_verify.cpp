@@ -176,15 +176,30 @@ void add_verify(CLI::App& app, Action& action) {
       };
       const ts::Tensor& losses = a.tensor("golden/loss").view;
       std::vector<ts::Tensor> xs;
-      for (int64_t k = 0; k < steps; ++k) {
-        ts::Tensor y = batch("golden/step" + std::to_string(k), xs);
-        float loss = s->train_step(xs, y);
-        ts::Tensor got{ts::DType::F32, {}, &loss};
-        ts::Tensor want{ts::DType::F32, {}, losses.as<float>() + k};
-        check("loss[step " + std::to_string(k) + "]", got, want);
+      // The whole step (train_step); then, if the artifact has them, the
+      // same steps split into grad_step + apply_grads, whose gradients of
+      // step 0 are compared with eager's too.
+      for (bool split : {false, true}) {
+        if (split && !s->has_grad_functions()) break;
+        const std::string tag = split ? "grad+apply " : "";
+        if (split) {
+          s->reset_state();
+          s->set_step(g.value("offset", int64_t(0)));
+        }
+        for (int64_t k = 0; k < steps; ++k) {
+          ts::Tensor y = batch("golden/step" + std::to_string(k), xs);
+          float loss = split ? s->grad_step(xs, y) : s->train_step(xs, y);
+          ts::Tensor got{ts::DType::F32, {}, &loss};
+          ts::Tensor want{ts::DType::F32, {}, losses.as<float>() + k};
+          check(tag + "loss[step " + std::to_string(k) + "]", got, want);
+          if (split && k == 0)
+            for (const auto& n : s->grad_names())
+              check("grad " + n, s->grad(n), a.tensor("golden/grad/" + n).view);
+          if (split) s->apply_grads();
+        }
+        for (const auto& n : s->state_names())
+          check(tag + "state " + n, s->state(n), a.tensor("golden/final/" + n).view);
       }
-      for (const auto& n : s->state_names())
-        check("state " + n, s->state(n), a.tensor("golden/final/" + n).view);
       ts::Tensor y = batch("golden/step0", xs);
       s->eval_step(xs, y);
       check("eval output", s->eval_output(), a.tensor("golden/eval/output0").view);

@@ -59,6 +59,29 @@ class Session {
   const Tensor& eval_output() const;       // the model's output
   const Tensor& eval_sample_loss() const;  // loss of each sample, [batch]
 
+  // Gradient accumulation and gradients by name, for artifacts exported with
+  // grad_step/apply_step (`trainstep export --grads`; fails otherwise).
+  bool has_grad_functions() const { return grad_ != nullptr; }
+  // Forward and backward on one batch, no update: adds the gradients into
+  // the session's accumulators and updates buffers (BatchNorm stats) as
+  // train_step does; returns the loss. Micro-batch k after the last apply
+  // draws its dropout masks at RNG offset step() * accumulation() + k.
+  float grad_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  // Averages the accumulated gradients over the grad_steps since the last
+  // apply (mean-reduced losses: the gradient of their concatenated batch),
+  // clips them if the artifact was exported with clipping, runs the
+  // optimizer update and advances step(). Fails if no grad_step ran.
+  void apply_grads();
+  int64_t pending_grad_steps() const { return micro_; }
+  // Micro-batches per optimizer step: only sets the RNG offsets above.
+  void set_accumulation(int64_t n);
+  int64_t accumulation() const { return accumulation_; }
+  // Names of the parameters that have gradients (the ones the step updates).
+  std::vector<std::string> grad_names() const;
+  // The gradient of parameter `name` that the last apply_grads used
+  // (averaged, before clipping); between grad_steps, their running sum.
+  const Tensor& grad(const std::string& name) const;
+
   // Per-node timing of train_step (see Executor::set_profiling).
   void set_profiling(bool on);
   const Executor& train_executor() const { return *train_; }
@@ -71,10 +94,12 @@ class Session {
   std::map<std::string, std::string> load_checkpoint(const std::string& path);
 
  private:
-  void check_batch(const char* fn, const std::vector<Tensor>& inputs, const Tensor& target,
+  void check_batch(const Function& f, const std::vector<Tensor>& inputs, const Tensor& target,
                    const std::vector<int>& slots, int target_slot) const;
 
-  void copy_out_state();
+  // New state from `ex`'s outputs back into the state tensors.
+  void copy_out_state(const Executor& ex, const std::vector<std::pair<int, Tensor*>>& outs);
+  void bind_runtime_inputs(Executor& ex);
 
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;
@@ -90,6 +115,14 @@ class Session {
   int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
   int eval_output_ = -1, eval_sample_loss_ = -1;
   std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
+  // grad_step / apply_step (null when the artifact has none).
+  std::unique_ptr<Function> grad_fn_, apply_fn_;
+  std::unique_ptr<Executor> grad_, apply_;
+  std::map<std::string, HostTensor> grads_;  // accumulators, by parameter name
+  std::vector<std::pair<int, Tensor*>> grad_state_out_, apply_state_out_, grad_out_;
+  std::vector<int> grad_inputs_;
+  int grad_target_ = -1, grad_loss_ = -1;
+  int64_t micro_ = 0, accumulation_ = 1;
   size_t state_bytes_ = 0;
   Buffer staging_;  // see copy_out_state
 };

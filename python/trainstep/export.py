@@ -103,20 +103,25 @@ def trace_tensors(parts, train, gmeta, gtensors):
     return {f"trace/train_step/{k}": v for k, v in node_values(train, flat).items()}
 
 
-def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, trace_values=False):
+def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
+           trace_values=False):
     spec = load_spec(spec_path)
     try:
         parts = capture.StepParts(spec)
     except UnsupportedOptimizer as e:
         raise ExportError(str(e))
-    train = capture.capture_train(parts)
-    evals = capture.capture_eval(parts)
+    grads = spec.export_grads if grads is None else grads
     from .serialize import serialize_function
-    functions = {"train_step": serialize_function(train), "eval_step": serialize_function(evals)}
+    train = capture.capture_train(parts)
+    functions = {"train_step": serialize_function(train),
+                 "eval_step": serialize_function(capture.capture_eval(parts))}
+    if grads:
+        functions["grad_step"] = serialize_function(capture.capture_grad(parts))
+        functions["apply_step"] = serialize_function(capture.capture_apply(parts))
     check_ops(functions, ops if ops is not None else supported_ops())
 
     steps = golden_steps if golden_steps is not None else spec.golden_steps
-    gmeta, gtensors = golden.record(parts, steps=steps, seed=seed)
+    gmeta, gtensors = golden.record(parts, steps=steps, seed=seed, grads=grads)
     state = parts.state()
     program = {
         "format": "trainstep",
@@ -124,13 +129,16 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, trace_value
         "name": spec.name or type(spec.model).__name__,
         "batch_size": int(parts.target.shape[0]),
         "torch_version": torch.__version__,
-        "optimizer": {"type": parts.opt.name, "lr": parts.opt.base_lr,
-                      "hyper": {k: v for k, v in parts.opt.h.items()
-                                if isinstance(v, (int, float, bool))}},
+        "optimizer": parts.opt.to_json(),
         "state": [{"name": n, "kind": k, **capture.tensor_meta(t)} for n, (k, t) in state.items()],
         "functions": functions,
         "golden": gmeta,
     }
+    if parts.aliases:
+        program["aliases"] = parts.aliases
+    if parts.clip is not None:
+        program["clip_grad_norm"] = {"max_norm": parts.clip[0],
+                                     "norm_type": capture.json_float(parts.clip[1])}
     tensors = {f"state/{n}": t for n, (k, t) in state.items()}
     tensors.update(gtensors)
     if trace_values:
@@ -148,11 +156,15 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--golden-steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--grads", action="store_true",
+                    help="also export grad_step and apply_step (gradient accumulation, "
+                         "gradients by name)")
     ap.add_argument("--trace-values", action="store_true",
                     help="record every train_step node's eager value on golden step 0 (verify --trace)")
     a = ap.parse_args(argv)
     try:
-        program = export(a.spec, a.out, a.golden_steps, a.seed, trace_values=a.trace_values)
+        program = export(a.spec, a.out, a.golden_steps, a.seed, grads=a.grads or None,
+                         trace_values=a.trace_values)
     except (ExportError, capture.CaptureError) as e:
         print(f"trainstep export: {a.spec}: {e}", file=sys.stderr)
         return 1

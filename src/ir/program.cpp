@@ -206,15 +206,30 @@ Program parse_program(const json& j, const std::string& what) {
     if (p.find_state(s.name)) r.fail(where, "state '" + s.name + "' listed twice");
     p.state.push_back(s);
   }
+  if (j.contains("aliases")) {
+    const json& al = j.at("aliases");
+    if (!al.is_object()) r.fail("top level", "'aliases' must be an object");
+    for (auto it = al.begin(); it != al.end(); ++it) {
+      if (!it.value().is_string()) r.fail("aliases", "'" + it.key() + "' must name a state tensor");
+      std::string target = it.value().get<std::string>();
+      if (!p.find_state(target))
+        r.fail("aliases", "'" + it.key() + "' names unknown state '" + target + "'");
+      if (p.find_state(it.key()))
+        r.fail("aliases", "'" + it.key() + "' is a state tensor, not an alias");
+      p.aliases[it.key()] = target;
+    }
+  }
   const json& fs = r.field(j, "functions", "top level");
   if (!fs.is_object()) r.fail("top level", "'functions' must be an object");
   for (auto it = fs.begin(); it != fs.end(); ++it)
     p.functions[it.key()] = read_function(r, it.key(), it.value());
   for (const char* need : {"train_step", "eval_step"})
     if (!p.functions.count(need)) r.fail("top level", std::string("missing function '") + need + "'");
+  if (p.functions.count("grad_step") != p.functions.count("apply_step"))
+    r.fail("top level", "grad_step and apply_step come together (one is missing)");
   for (auto& [name, f] : p.functions) {
     for (const auto& port : f.inputs) {
-      if (port.role != "state") continue;
+      if (port.role != "state" && port.role != "grad") continue;
       const StateSpec* s = p.find_state(port.state);
       if (!s) r.fail("function '" + name + "'", "input for unknown state '" + port.state + "'");
       if (s->type != port.type)

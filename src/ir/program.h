@@ -60,6 +60,8 @@ struct Program {
   json optimizer;
   json golden;
   std::vector<StateSpec> state;
+  // Tied weights: a second state_dict name -> the state tensor it shares.
+  std::map<std::string, std::string> aliases;
   std::map<std::string, Function> functions;
 
   const Function& function(const std::string& name) const;  // fails if absent

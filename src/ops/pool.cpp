@@ -119,7 +119,7 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 }
 
 // The pair the compiler puts in place of relu -> max_pool2d_with_indices and
-// its backward (passes/fuse_pool_relu_backward.h), for windows that tile the
+// its backward (passes/fuse_relu_backward.h), for windows that tile the
 // input. The forward keeps one byte per window instead of the relu output
 // and int64 indices: bits 0-6 the argmax's offset in the window (row-major,
 // found by the same rule as the general path), bit 7 set when the gradient

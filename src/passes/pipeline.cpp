@@ -5,7 +5,7 @@
 #include "passes/fold_transpose.h"
 #include "passes/fuse_conv_relu.h"
 #include "passes/fuse_elementwise.h"
-#include "passes/fuse_pool_relu_backward.h"
+#include "passes/fuse_relu_backward.h"
 #include "passes/schedule.h"
 
 namespace ts {
@@ -51,7 +51,7 @@ void optimize(Function& f, const CompileOptions& o) {
   if (o.fusion) {
     fold_transpose(f);
     fuse_conv_relu(f);
-    fuse_pool_relu_backward(f);
+    fuse_relu_backward(f);
     fuse_elementwise(f);
   }
   // In-place planning happens in the executor's memory plan; this order

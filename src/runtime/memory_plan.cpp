@@ -88,31 +88,52 @@ MemoryPlan plan_memory(const Function& f, bool inplace) {
 
   // In-place intermediates: a same_index node may write an output over an
   // arena value of the same type that dies at that node (e.g. relu-backward
-  // over the incoming gradient), as eager PyTorch's in-place ops do.
+  // over the incoming gradient), as eager PyTorch's in-place ops do; a node
+  // whose op names overwrites_input may write output 0 over that input.
   if (inplace) {
     std::vector<int> claimed;  // roots already reused at the current node
+    auto reusable = [&](int i, int u, int w2) {
+      if (u < 0) return -1;
+      const int r = p.root[u];
+      if (producer[r] < 0 || p.last[r] != i || r == w2) return -1;
+      if (std::find(claimed.begin(), claimed.end(), r) != claimed.end()) return -1;
+      if (f.value_types[r].nbytes() != f.value_types[w2].nbytes()) return -1;
+      return r;
+    };
+    auto reuse = [&](int r, int w2) {
+      claimed.push_back(r);
+      for (size_t v = 0; v < nv; ++v)
+        if (p.root[v] == w2) p.root[v] = r;
+      p.last[r] = p.last[w2];
+      p.last[w2] = -1;
+    };
     for (int i = 0; i < end; ++i) {
       const Node& n = f.nodes[i];
-      if (!n.def->same_index) continue;
       claimed.clear();
+      const int k = n.def->overwrites_input;
+      if (k >= 0 && k < static_cast<int>(n.inputs.size()) && !n.outputs.empty()) {
+        const int w2 = n.outputs[0];
+        if (w2 >= 0 && p.root[w2] == w2 && p.last[w2] >= 0) {
+          const int r = reusable(i, n.inputs[k], w2);
+          // No other input may read the bytes being overwritten.
+          bool only = r >= 0;
+          for (size_t j = 0; only && j < n.inputs.size(); ++j)
+            only = static_cast<int>(j) == k || n.inputs[j] < 0 || p.root[n.inputs[j]] != r;
+          if (only) reuse(r, w2);
+        }
+      }
+      if (!n.def->same_index) continue;
       for (int w2 : n.outputs) {
         if (w2 < 0 || p.root[w2] != w2 || p.last[w2] < 0) continue;
         for (int u : n.inputs) {
-          if (u < 0) continue;
-          const int r = p.root[u];
-          if (producer[r] < 0 || p.last[r] != i || r == w2) continue;
-          if (std::find(claimed.begin(), claimed.end(), r) != claimed.end()) continue;
-          if (f.value_types[r].nbytes() != f.value_types[w2].nbytes()) continue;
+          const int r = reusable(i, u, w2);
+          if (r < 0) continue;
           // Every read of r here must be element-aligned with the output.
           bool aligned = true;
           for (int x : n.inputs)
             if (x >= 0 && p.root[x] == r) aligned = aligned && f.value_types[x] == f.value_types[w2];
           if (!aligned) continue;
-          claimed.push_back(r);
-          for (size_t v = 0; v < nv; ++v)
-            if (p.root[v] == w2) p.root[v] = r;
-          p.last[r] = p.last[w2];
-          p.last[w2] = -1;
+          reuse(r, w2);
           break;
         }
       }

@@ -29,7 +29,9 @@
 // Reuse (inplace): likewise an output of a same_index node takes over the
 // slot of an arena value that dies at that node, when the byte sizes match
 // and every read of that value by the node is element-aligned with the
-// output (same type). One input is reused by one output at most.
+// output (same type). One input is reused by one output at most. An op with
+// OpDef::overwrites_input = k may likewise write output 0 over input k (same
+// byte size) when no other input of the node reads those bytes.
 #pragma once
 #include <cstddef>
 #include <string>

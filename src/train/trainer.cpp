@@ -109,6 +109,18 @@ void train(Session& s, const Dataset& train_set, const Dataset& test_set,
   int64_t nb = data.full_batches();
   if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
   if (nb == 0) fail("the training set has fewer samples than one batch");
+  const int64_t accum = o.accumulate;
+  if (accum < 1) fail("--accumulate must be at least 1");
+  if (accum > 1) {
+    if (!s.has_grad_functions())
+      fail("--accumulate needs an artifact exported with --grads (" + s.program().name +
+           " has no grad_step)");
+    if (nb < accum)
+      fail("--accumulate " + std::to_string(accum) + ": an epoch has only " + std::to_string(nb) +
+           " batches");
+    nb -= nb % accum;  // whole optimizer steps only
+    s.set_accumulation(accum);
+  }
   const bool tty = isatty(fileno(stderr));
 
   for (int64_t e = first_epoch; e < first_epoch + o.epochs; ++e) {
@@ -131,9 +143,16 @@ void train(Session& s, const Dataset& train_set, const Dataset& test_set,
         cursor.advance_to(s.step());
         s.set_lr(cursor.lr());
       }
-      float loss = s.train_step({pf->x().view}, pf->y().view);
+      float loss;
+      if (accum == 1) {
+        loss = s.train_step({pf->x().view}, pf->y().view);
+      } else {
+        loss = s.grad_step({pf->x().view}, pf->y().view);
+        if ((b + 1) % accum == 0) s.apply_grads();
+      }
       if (!std::isfinite(loss))
-        fail("epoch " + std::to_string(e + 1) + ", step " + std::to_string(s.step() - 1) +
+        fail("epoch " + std::to_string(e + 1) + ", step " +
+             std::to_string(s.step() - (accum == 1 || (b + 1) % accum == 0)) +
              ": the loss is not finite (" + fmt("%g", loss) + ")");
       loss_sum += loss;
       const int64_t every = tty ? 20 : std::max<int64_t>(1, nb / 10);

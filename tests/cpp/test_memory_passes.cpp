@@ -1,5 +1,5 @@
 // The passes that cut the step's memory (schedule_updates_early,
-// fuse_pool_relu_backward) as IR text in -> IR text out, and the pooling ops
+// fuse_relu_backward) as IR text in -> IR text out, and the pooling ops
 // the latter creates against the unfused ops they replace.
 #include <gtest/gtest.h>
 
@@ -10,8 +10,10 @@
 #include "ir/text.h"
 #include "op_test_util.h"
 #include "test_util.h"
-#include "passes/fuse_pool_relu_backward.h"
+#include "passes/fuse_relu_backward.h"
 #include "passes/schedule.h"
+#include "runtime/executor.h"
+#include "runtime/memory_plan.h"
 
 using namespace ts_test;
 using ts::HostTensor;
@@ -78,24 +80,23 @@ std::string pool_fn(const std::string& x, const std::string& g, const std::strin
          "  return %y {role=output}, %p.0 {role=output, index=1}" + extra_out + "\n}\n";
 }
 
-TEST(FusePoolReluBackward, ReplacesThePairByTheCodePair) {
+TEST(FuseReluBackward, ReplacesThePairByTheCodePair) {
   ts::Function f = ts::parse_function(pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs));
-  ts::fuse_pool_relu_backward(f);
+  ts::fuse_relu_backward(f);
   const std::string bwd_attrs =
       R"({"ceil_mode":false,"dilation":[1,1],"input_size":[4,6],"kernel_size":[2,2],"padding":[0,0],"stride":[]})";
   EXPECT_EQ(ts::print_function(f),
             "func f(%x: float32[1, 2, 4, 6] {role=input}, %g: float32[1, 2, 2, 3] {role=input, index=1}) {\n"
             "  %p.0, %p.0.code = trainstep.max_pool2d_code(%x) " + kPoolAttrs + "\n"
-            "  %zero = trainstep.constant() {\"dtype\":\"float32\",\"value\":0.0}\n"
             "  %y = trainstep.max_pool2d_code_backward(%g, %p.0.code) " + bwd_attrs + "\n"
             "  return %y {role=output}, %p.0 {role=output, index=1}\n}\n");
 }
 
-TEST(FusePoolReluBackward, LeavesOverlappingWindowsAndSharedValuesAlone) {
+TEST(FuseReluBackward, LeavesOverlappingWindowsAndSharedValuesAlone) {
   const std::string overlap =
       R"({"ceil_mode":false,"dilation":[1,1],"kernel_size":[2,2],"padding":[0,0],"stride":[1,1]})";
   auto unchanged = [](const std::string& text) {
-    EXPECT_EQ(run_pass(ts::fuse_pool_relu_backward, text), run_pass([](ts::Function&) {}, text));
+    EXPECT_EQ(run_pass(ts::fuse_relu_backward, text), run_pass([](ts::Function&) {}, text));
   };
   unchanged(pool_fn("1, 2, 4, 6", "1, 2, 3, 5", overlap));
   // The scattered gradient, or the indices, are read elsewhere too.
@@ -142,6 +143,74 @@ TEST(MaxPoolCode, MatchesTheUnfusedOps) {
                      {&x});
             }).find("needs windows that tile the input"),
             std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+const std::string kConvAttrs =
+    R"({"bias_sizes":[4],"dilation":[1,1],"groups":1,"output_mask":[true,true,true],"output_padding":[0,0],"padding":[1,1],"stride":[1,1],"transposed":false})";
+
+std::string conv_fn(const std::string& extra_out = "") {
+  return "func f(%a: float32[2, 3, 5, 5] {role=input}, %w: float32[4, 3, 3, 3] {role=input, index=1}, "
+         "%dy: float32[2, 4, 5, 5] {role=input, index=2}) {\n"
+         "  %x = aten.relu.default(%a)\n"
+         "  %cb.0, %cb.1, %cb.2 = aten.convolution_backward.default(%dy, %x, %w) " + kConvAttrs + "\n"
+         "  %le = aten.le.Scalar(%x) {\"other\":0}\n"
+         "  %zero = trainstep.constant() {\"dtype\":\"float32\",\"value\":0.0}\n"
+         "  %y = aten.where.self(%le, %zero, %cb.0)\n"
+         "  return %y {role=output}, %cb.1 {role=output, index=1}, %cb.2 {role=output, index=2}" +
+         extra_out + "\n}\n";
+}
+
+TEST(FuseReluBackward, ConvBackwardTakesTheMask) {
+  EXPECT_EQ(run_pass(ts::fuse_relu_backward, conv_fn()),
+            "func f(%a: float32[2, 3, 5, 5] {role=input}, %w: float32[4, 3, 3, 3] {role=input, index=1}, "
+            "%dy: float32[2, 4, 5, 5] {role=input, index=2}) {\n"
+            "  %x = aten.relu.default(%a)\n"
+            "  %y, %cb.1, %cb.2 = trainstep.conv_backward_relu(%dy, %x, %w) " + kConvAttrs + "\n"
+            "  return %y {role=output}, %cb.1 {role=output, index=1}, %cb.2 {role=output, index=2}\n}\n");
+  // grad_input itself is read elsewhere: it must exist unmasked.
+  const std::string shared = conv_fn(", %cb.0 {role=output, index=3}");
+  EXPECT_EQ(run_pass(ts::fuse_relu_backward, shared), run_pass([](ts::Function&) {}, shared));
+}
+
+// The fused kernel against the unfused pair, on inputs with exact zeros and
+// NaN; the plan writes its grad_input over the dying relu output, and the
+// executor's result is the same.
+TEST(ConvBackwardRelu, MatchesTheUnfusedOpsAndRunsOverItsInput) {
+  ts::Function fused = ts::parse_function(conv_fn());
+  ts::fuse_relu_backward(fused);
+  ts::Function plain = ts::parse_function(conv_fn());
+  const ts::MemoryPlan plan = ts::plan_memory(fused, true);
+  const int x = fused.nodes[0].outputs[0], y = fused.nodes[1].outputs[0];
+  EXPECT_EQ(plan.root[y], x);
+
+  std::mt19937 rng(3);
+  HostTensor a = random_f32({2, 3, 5, 5}, rng), w = random_f32({4, 3, 3, 3}, rng),
+             dy = random_f32({2, 4, 5, 5}, rng);
+  a.view.as<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+  a.view.as<float>()[8] = 0.f;
+  auto run = [&](const ts::Function& f) {
+    ts::Executor ex(f, 1, true);
+    ex.bind_input(0, a.view.data);
+    ex.bind_input(1, w.view.data);
+    ex.bind_input(2, dy.view.data);
+    ex.run();
+    std::vector<std::vector<float>> r;
+    for (int i = 0; i < 3; ++i) {
+      const ts::Tensor& t = ex.output(i);
+      r.emplace_back(t.as<float>(), t.as<float>() + t.numel());
+    }
+    return r;
+  };
+  auto want = run(plain), got = run(fused);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    ASSERT_EQ(got[i].size(), want[i].size());
+    EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), want[i].size() * 4));
+  }
 }
 
 }  // namespace

@@ -36,8 +36,44 @@ json node(const char* name, const char* op, json inputs, json attrs, const char*
           {"outputs", {name}}, {"types", {{{"dtype", dtype}, {"shape", shape}}}}};
 }
 
+// Toy grad_step / apply_step for the tiny artifact: "gradient" = w * loss,
+// update w' = w - lr * grad (only the API's bookkeeping matters).
+void add_grad_functions(json& program, const std::string& sw, const char* state_name) {
+  json grad = {
+      {"inputs",
+       {port(sw.c_str(), "state", "float32", {4, 3}, {{"state", state_name}}),
+        port("rng_seed", "rng_seed", "int64", json::array()),
+        port("rng_offset", "rng_offset", "int64", json::array()),
+        port("input0", "input", "float32", {2, 4}, {{"index", 0}}),
+        port("target", "target", "int64", {2})}},
+      {"nodes",
+       {node("mm", "aten.mm.default", {"input0", sw}, json::object(), "float32", {2, 3}),
+        node("mean", "aten.mean.default", {"mm"}, {{"dtype", nullptr}}, "float32", json::array()),
+        node("g", "aten.mul.Tensor", {sw, "mean"}, json::object(), "float32", {4, 3})}},
+      {"outputs",
+       {{{"value", "mean"}, {"role", "loss"}, {"dtype", "float32"}, {"shape", json::array()}},
+        {{"value", "g"}, {"role", "grad"}, {"state", state_name}, {"dtype", "float32"},
+         {"shape", {4, 3}}}}}};
+  std::string gw = std::string("grad/") + state_name;
+  json apply = {
+      {"inputs",
+       {port(sw.c_str(), "state", "float32", {4, 3}, {{"state", state_name}}),
+        port("lr", "lr", "float32", json::array()),
+        port(gw.c_str(), "grad", "float32", {4, 3}, {{"state", state_name}})}},
+      {"nodes",
+       {node("m", "aten.mul.Tensor", {gw, "lr"}, json::object(), "float32", {4, 3}),
+        node("w2", "aten.sub.Tensor", {sw, "m"}, {{"alpha", 1}}, "float32", {4, 3})}},
+      {"outputs",
+       {{{"value", "w2"}, {"role", "state"}, {"state", state_name}, {"dtype", "float32"},
+         {"shape", {4, 3}}}}}};
+  program["functions"]["grad_step"] = grad;
+  program["functions"]["apply_step"] = apply;
+}
+
 // y = x @ w; loss = mean(y); w' = w - lr (a toy update: only the API matters).
-std::string write_tiny_artifact(const std::string& dir, const char* state_name = "w") {
+// grads: add grad_step/apply_step; alias: a second state_dict name of w.
+std::string write_tiny_artifact(const std::string& dir, const char* state_name = "w",
+                                bool grads = false, const char* alias = nullptr) {
   std::string sw = std::string("state/") + state_name;
   json train = {
       {"inputs",
@@ -71,9 +107,12 @@ std::string write_tiny_artifact(const std::string& dir, const char* state_name =
                   {"state", {{{"name", state_name}, {"kind", "param"}, {"dtype", "float32"},
                               {"shape", {4, 3}}}}},
                   {"functions", {{"train_step", train}, {"eval_step", eval}}}};
+  if (grads) add_grad_functions(program, sw, state_name);
+  if (alias) program["aliases"] = {{alias, state_name}};
   HostTensor w(DType::F32, {4, 3});
   for (int i = 0; i < 12; ++i) w.view.as<float>()[i] = 0.1f * i;
-  std::string path = dir + "/tiny_" + state_name + ".tstep";
+  std::string path = dir + "/tiny_" + state_name + (grads ? "_g" : "") + (alias ? "_a" : "") +
+                     ".tstep";
   ts::write_safetensors(path, {{"format", "trainstep"}, {"format_version", "1"},
                                {"program", program.dump()}},
                         {{sw, &w.view}});
@@ -187,4 +226,66 @@ TEST(Session, SwappedStateIsCopiedBackCorrectly) {
     EXPECT_EQ(s->state("a").as<float>()[i], float(10 + i));
     EXPECT_EQ(s->state("b").as<float>()[i], float(i));
   }
+}
+
+TEST(Session, GradStepsAccumulateAndApplyAverages) {
+  auto s = ts::Session::open(write_tiny_artifact(make_temp_dir(), "w", true));
+  ASSERT_TRUE(s->has_grad_functions());
+  EXPECT_EQ(s->grad_names(), std::vector<std::string>{"w"});
+  std::vector<float> w0(s->state("w").as<float>(), s->state("w").as<float>() + 12);
+  HostTensor x1(DType::F32, {2, 4}), x2(DType::F32, {2, 4}), y(DType::I64, {2});
+  for (int i = 0; i < 8; ++i) {
+    x1.view.as<float>()[i] = 1.0f;
+    x2.view.as<float>()[i] = 0.5f * i;
+  }
+  float l1 = s->grad_step({x1.view}, y.view);
+  float l2 = s->grad_step({x2.view}, y.view);
+  EXPECT_EQ(s->pending_grad_steps(), 2);
+  EXPECT_EQ(s->step(), 0);  // no update yet
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(s->state("w").as<float>()[i], w0[i]);
+    EXPECT_FLOAT_EQ(s->grad("w").as<float>()[i], w0[i] * l1 + w0[i] * l2);  // running sum
+  }
+  s->set_lr(0.5);
+  s->apply_grads();
+  EXPECT_EQ(s->step(), 1);
+  EXPECT_EQ(s->pending_grad_steps(), 0);
+  for (int i = 0; i < 12; ++i) {
+    const float avg = (w0[i] * l1 + w0[i] * l2) * 0.5f;
+    EXPECT_FLOAT_EQ(s->grad("w").as<float>()[i], avg);  // what the update used
+    EXPECT_FLOAT_EQ(s->state("w").as<float>()[i], w0[i] - 0.5f * avg);
+  }
+  EXPECT_EQ(error_of([&] { s->apply_grads(); }), "apply_grads: no grad_step since the last update");
+  EXPECT_EQ(error_of([&] { s->grad("nope"); }), "no gradient for 'nope': no such parameter");
+  EXPECT_EQ(error_of([&] { s->set_accumulation(0); }),
+            "gradient accumulation must be at least 1 micro-batch, got 0");
+}
+
+TEST(Session, GradsNeedAnArtifactExportedWithThem) {
+  std::string path = write_tiny_artifact(make_temp_dir());
+  auto s = ts::Session::open(path);
+  EXPECT_FALSE(s->has_grad_functions());
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  EXPECT_EQ(error_of([&] { s->grad_step({x.view}, y.view); }),
+            path + ": grad_step: the artifact has no grad_step (export it with --grads)");
+  EXPECT_EQ(error_of([&] { s->grad("w"); }),
+            path + ": gradients by name need an artifact exported with --grads");
+}
+
+TEST(Session, CheckpointsCarryTiedWeightNames) {
+  std::string dir = make_temp_dir();
+  auto s = ts::Session::open(write_tiny_artifact(dir, "w", false, "w_tied"));
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  s->train_step({x.view}, y.view);
+  s->save_checkpoint(dir + "/t.ckpt");
+  ts::SafeTensors ck = ts::read_safetensors(dir + "/t.ckpt");
+  ASSERT_NE(ck.find("w_tied"), nullptr);  // model.load_state_dict needs both names
+  EXPECT_EQ(0, std::memcmp(ck.find("w_tied")->view.data, s->state("w").data, 48));
+  auto s2 = ts::Session::open(write_tiny_artifact(dir, "w", false, "w_tied"));
+  s2->load_checkpoint(dir + "/t.ckpt");
+  EXPECT_EQ(0, std::memcmp(s2->state("w").data, s->state("w").data, 48));
+  // Without the alias in the artifact, the extra name is a different model.
+  auto plain = ts::Session::open(write_tiny_artifact(dir));
+  EXPECT_EQ(error_of([&] { plain->load_checkpoint(dir + "/t.ckpt"); }),
+            dir + "/t.ckpt: checkpoint is for a different model: unexpected tensor 'w_tied'");
 }

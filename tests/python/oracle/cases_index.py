@@ -1,5 +1,5 @@
-"""Oracle cases: gather, scatter (value, src), scatter_add, index_select
-(src/ops/index.cpp). Indices are drawn in range; run-time range errors are
+"""Oracle cases: gather, scatter (value, src), scatter_add, index_select,
+index_put (src/ops/index.cpp). Indices are drawn in range; run-time range errors are
 negative cases."""
 import torch
 
@@ -66,6 +66,20 @@ def _scatters():
             op_case(op, In((2, 5, 3)), _idx((0,), 5), dim=-2), op_case(op, In(()), _idx((1,), 1), dim=0),
             op_case(op, In((1000, 64)), _idx((300,), 1000), dim=0),
             viewed("aten.t.default", {}, op, In((3, 5)), _idx((2,), 3), dim=1)]
+    # index_put with one index tensor (embedding backward). Duplicate rows
+    # accumulate in index order in both; tol where many rows add up.
+    op = "aten.index_put.default"
+    out += [op_case(op, In((5, 3), dt, lo=0), [_idx((7,), 5)], In((7, 3), dt, lo=0),
+                    accumulate=True) for dt in (F, I, D)]
+    uniq = torch.tensor([3, 0, 4, 1])  # no duplicates: accumulate=False is then deterministic
+    out += [op_case(op, In((5, 2, 3)), [uniq], In((4, 2, 3)), accumulate=False),
+            op_case(op, In((6, 4)), [_idx((2, 3), 6)], In((2, 3, 4)), accumulate=True),
+            op_case(op, In((10,)), [_idx((50,), 10)], In((50,)), accumulate=True, tol=(1e-5, 1e-5)),
+            op_case(op, In((5, 3)), [In((3,), I, kind="values", values=[-1, 0, -5])], In((3, 3)),
+                    accumulate=True),
+            op_case(op, In((4, 3)), [_idx((0,), 4)], In((0, 3)), accumulate=True),
+            op_case(op, In((1000, 64)), [_idx((3000,), 1000)], In((3000, 64)), accumulate=True,
+                    tol=(1e-5, 1e-5))]
     return out
 
 
@@ -91,6 +105,22 @@ def _negatives():
                  error="index -1 is out of bounds for dimension 0 with size 3"),
         neg_case("aten.index_select.default", In((3, 4)), _idx((2, 2), 3), dim=0,
                  error="index must be 0-d or 1-d, got int64[2, 2]"),
+        neg_case("aten.index_put.default", In((3, 4)), [In((2,), I, kind="values", values=[0, 3])],
+                 In((2, 4)), accumulate=True, types=[{"dtype": F, "shape": [3, 4]}],
+                 error="index 3 is out of bounds for dimension 0 with size 3"),
+        neg_case("aten.index_put.default", In((3, 4)), [_idx((2,), 3)], In((3, 4)),
+                 accumulate=True,
+                 error="values float32[3, 4] must be index shape + self's trailing dims "
+                       "float32[2, 4]"),
+        neg_case("aten.index_put.default", In((3, 4)), [_idx((2,), 3), _idx((2,), 4)], In((2,)),
+                 accumulate=True, unsupported="several index tensors (embedding backward "
+                                              "needs one)",
+                 error="only one index tensor (indexing dim 0) is supported, got 2"),
+        neg_case("aten.index_put.default", In((3, 4)), [_idx((2,), 3)], In((4,)),
+                 accumulate=True, unsupported="broadcast values (the exporter's graphs give "
+                                              "full-shape values)",
+                 error="values float32[4] must be index shape + self's trailing dims "
+                       "float32[2, 4]"),
     ]
 
 

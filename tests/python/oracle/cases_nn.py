@@ -42,6 +42,19 @@ def _convs():
             ow = (x[3] + 2 * pad[1] - dil[1] * (w[3] - 1) - 1) // st[1] + 1
             out.append(op_case("aten.convolution_backward.default", In((x[0], w[0], oh, ow)), In(x), In(w),
                                bias_sizes=[w[0]] if bias else None, output_mask=mask, tol=CONV_TOL, **a))
+        # relu -> conv, then the conv backward and relu's backward: with every
+        # pass on, fuse_relu_backward makes one trainstep.conv_backward_relu.
+        for mask in ([True, True, bias], [True, False, False]):
+            out.append(Case("trainstep.conv_backward_relu", Program(
+                {"a": In(x), "w": In(w), "dy": In((x[0], w[0], oh, ow))},
+                [Node("aten.relu.default", ["a"]),
+                 Node("aten.convolution_backward.default", ["dy", "n0", "w"],
+                      dict(bias_sizes=[w[0]] if bias else None, output_mask=mask, **a)),
+                 Node("aten.le.Scalar", ["n0"], {"other": 0}),
+                 Node("trainstep.constant", [], {"dtype": "float32", "value": 0.0}),
+                 Node("aten.where.self", ["n2", "n3", "n1.0"])],
+                outputs=["n4"] + [f"n1.{j}" for j in (1, 2) if mask[j]]), tol=CONV_TOL,
+                expect_ops={"opt": ["trainstep.conv_backward_relu"]}))
     out.append(op_case("aten.convolution.default", In((2, 3, 9, 9), kind="special"), In((4, 3, 3, 3)),
                        In((4,)), tol=CONV_TOL, **_conv_attrs([1, 1], [0, 0], [1, 1], 1)))
     out.append(viewed("aten.permute.default", {"dims": [0, 3, 1, 2]}, "aten.convolution.default",

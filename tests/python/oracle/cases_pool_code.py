@@ -1,4 +1,4 @@
-"""The max-pool code pair that fuse_pool_relu_backward makes from
+"""The max-pool code pair that fuse_relu_backward makes from
 relu -> max_pool2d_with_indices and its backward (windows that tile).
 
 Oracle: the aten ops the pass replaces, run in torch. The whole backward

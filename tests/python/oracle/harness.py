@@ -165,7 +165,7 @@ def _one_node(op, inputs, attrs):
     for i, x in enumerate(inputs):
         if x is None or isinstance(x, Scalar):
             refs.append(x)
-        elif isinstance(x, (list, tuple)) and op == "aten.cat.default":
+        elif isinstance(x, (list, tuple)):  # a Tensor[] argument (cat, index_put)
             for j, y in enumerate(x):
                 ins[f"x{i}_{j}"] = y
                 refs.append(f"x{i}_{j}")
