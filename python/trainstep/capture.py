@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from . import optim as ts_optim
-from . import provenance, rng, rnn
+from . import patches, provenance, rng, rnn
 from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -366,7 +366,8 @@ def _trace(fn, example):
     # Real-mode tracing executes the step: trace on clones so the user's
     # tensors are untouched.
     clones = [t.detach().clone() for t in example]
-    gm = make_fx(functionalize(fn), decomposition_table=decomposition_table())(*clones)
+    with patches.applied():
+        gm = make_fx(functionalize(fn), decomposition_table=decomposition_table())(*clones)
     _clean(gm)
     return gm
 
@@ -386,9 +387,27 @@ def _clean(gm):
                                       {"dtype": n.args[1]})
             n.replace_all_uses_with(new)
             g.erase_node(n)
+        elif name == "aten.fill.Scalar":
+            _fill_to_full_like(g, n)
     g.eliminate_dead_code()
     for n in g.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
                 and n.target._schema.is_mutable:
             raise CaptureError(f"in-place op {n.target} left in the graph after functionalize")
     gm.recompile()
+
+
+
+def _fill_to_full_like(g, n):
+    """fill(t, v) is a t-shaped tensor of v. Functionalize writes full_like
+    as fill(empty_like(x), v) (silu_backward's `1 - sigmoid` does): read the
+    shape from x then, so the empty tensor goes away."""
+    src, dtype = n.args[0], None
+    if isinstance(src, torch.fx.Node) and src.target == torch.ops.aten.empty_like.default:
+        dtype = src.kwargs.get("dtype")
+        src = src.args[0]
+    with g.inserting_before(n):
+        new = g.call_function(torch.ops.aten.full_like.default, (src, n.args[1]), {"dtype": dtype})
+    new.meta = dict(n.meta)
+    n.replace_all_uses_with(new)
+    g.erase_node(n)

@@ -1,12 +1,63 @@
 #include "data/dataset.h"
 
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
 #include "data/idx.h"
+#include "data/synthetic.h"
 #include "data/text.h"
 #include "trainstep/error.h"
 
 namespace ts {
 
 namespace {
+
+constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+
+std::optional<ImageDataset> open_images(const std::string& spec, bool train) {
+  if (spec == "fashion-mnist") return load_idx_split(kFashionDir, train);
+  if (spec.rfind("idx:", 0) == 0 && spec.size() > 4) return load_idx_split(spec.substr(4), train);
+  return std::nullopt;
+}
+
+std::vector<std::string> split_colons(const std::string& s) {
+  std::vector<std::string> parts;
+  size_t start = 0, colon;
+  while ((colon = s.find(':', start)) != std::string::npos) {
+    parts.push_back(s.substr(start, colon - start));
+    start = colon + 1;
+  }
+  parts.push_back(s.substr(start));
+  return parts;
+}
+
+// friedman1[:SIGMA[:N_TRAIN[:N_TEST]]], defaults 1.0, 20000, 10000.
+std::unique_ptr<Dataset> open_friedman1(const std::string& spec, bool train) {
+  std::vector<std::string> p = split_colons(spec);
+  if (p.size() > 4) fail("dataset '" + spec + "': expected friedman1[:SIGMA[:N_TRAIN[:N_TEST]]]");
+  auto number = [&](size_t i, const char* what, double def, bool integer) {
+    if (i >= p.size()) return def;
+    size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(p[i], &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (p[i].empty() || used != p[i].size() || v < 0 || (integer && (v < 1 || v != std::floor(v))))
+      fail("dataset '" + spec + "': " + what + " '" + p[i] + "' is not a " +
+           (integer ? "positive integer" : "non-negative number"));
+    return v;
+  };
+  const double sigma = number(1, "SIGMA", 1.0, false);
+  const int64_t n_train = static_cast<int64_t>(number(2, "N_TRAIN", 20000, true));
+  const int64_t n_test = static_cast<int64_t>(number(3, "N_TEST", 10000, true));
+  // Fixed seeds: the data is part of the benchmark, not of a run's --seed.
+  return std::make_unique<Friedman1Dataset>(
+      make_friedman1(train ? n_train : n_test, sigma, train ? 1 : 2));
+}
 
 constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
@@ -27,14 +78,20 @@ int64_t window_of(const std::string& spec, const std::string& num) {
 
 }  // namespace
 
-const char* dataset_specs() { return "fashion-mnist | idx:DIR | fortunes:T | text:FILE:T"; }
+const char* dataset_specs() {
+  return "fashion-mnist | idx:DIR | autoencode:IMAGES | friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | "
+         "fortunes:T | text:FILE:T";
+}
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
   const bool train = split == Split::Train;
-  if (spec == "fashion-mnist")
-    return std::make_unique<ImageDataset>(load_idx_split("/usr/share/datasets/fashion-mnist", train));
-  if (spec.rfind("idx:", 0) == 0 && spec.size() > 4)
-    return std::make_unique<ImageDataset>(load_idx_split(spec.substr(4), train));
+  if (auto d = open_images(spec, train)) return std::make_unique<ImageDataset>(std::move(*d));
+  if (spec.rfind("autoencode:", 0) == 0) {
+    auto d = open_images(spec.substr(11), train);
+    if (!d) fail("dataset '" + spec + "': autoencode takes an image dataset (fashion-mnist | idx:DIR)");
+    return std::make_unique<ImageReconstructionDataset>(std::move(*d));
+  }
+  if (spec == "friedman1" || spec.rfind("friedman1:", 0) == 0) return open_friedman1(spec, train);
   // Text: byte windows of length T; the file (or corpus) comes first.
   if (spec == "fortunes" || spec.rfind("fortunes:", 0) == 0) {
     if (spec == "fortunes") fail("dataset 'fortunes' needs a window length: fortunes:T");

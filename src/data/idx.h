@@ -32,6 +32,18 @@ struct ImageDataset : Dataset {
   void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const override;
 };
 
+// The same images as their own targets (autoencoders): input and target are
+// float32 pixels x / 255 in [0, 1], as torchvision's ToTensor gives them.
+struct ImageReconstructionDataset : Dataset {
+  ImageDataset images;
+
+  explicit ImageReconstructionDataset(ImageDataset d) : images(std::move(d)) {}
+  int64_t size() const override { return images.n; }
+  std::string describe() const override;
+  void check(int64_t batch, const TensorType& x, const TensorType& y) const override;
+  void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const override;
+};
+
 // `dir` holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each plain or .gz.
 ImageDataset load_idx_split(const std::string& dir, bool train);
 

@@ -25,4 +25,26 @@ void ImageDataset::write(int64_t i, int64_t r, const Tensor& x, const Tensor& y)
   y.as<int64_t>()[r] = labels[i];
 }
 
+std::string ImageReconstructionDataset::describe() const {
+  return std::to_string(images.rows) + "x" + std::to_string(images.cols) +
+         " images as their own float32 targets";
+}
+
+void ImageReconstructionDataset::check(int64_t batch, const TensorType& x, const TensorType& y) const {
+  const int64_t pix = images.rows * images.cols;
+  for (auto [t, what] : {std::pair{&x, "model input"}, std::pair{&y, "target"}})
+    if (t->dtype != DType::F32 || t->numel() != batch * pix)
+      fail(std::string("the ") + what + " is " + t->str() + ", but the data gives batches of " +
+           std::to_string(batch) + " " + describe() + " (float32, " + std::to_string(pix) +
+           " values per sample)");
+}
+
+void ImageReconstructionDataset::write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const {
+  const int64_t pix = images.rows * images.cols;
+  const uint8_t* src = images.images.data() + i * pix;
+  float* dx = x.as<float>() + r * pix;
+  float* dy = y.as<float>() + r * pix;
+  for (int64_t k = 0; k < pix; ++k) dx[k] = dy[k] = static_cast<float>(src[k]) / 255.0f;
+}
+
 }  // namespace ts

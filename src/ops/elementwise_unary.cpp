@@ -174,6 +174,83 @@ std::unique_ptr<TileOp> to_copy_tile(const NodeCtx& ctx) {
   return copy_tile_for(ctx, to_copy_infer(ctx)[0].dtype);
 }
 
+// ---- clamp(self, min?, max?) ----
+// Output dtype by promotion with the bounds as wrapped scalars (an int tensor
+// with a float bound gives float32). NaN propagates; min > max gives max.
+std::vector<TensorType> clamp_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  const bool lo = ctx.has_attr("min"), hi = ctx.has_attr("max");
+  if (!lo && !hi) ctx.fail("at least one of 'min' or 'max' must be given");
+  std::vector<TensorType> ops = {ctx.input(0)};
+  if (lo) ops.push_back(scalar_attr_type(ctx, "min"));
+  if (hi) ops.push_back(scalar_attr_type(ctx, "max"));
+  TensorType t{result_type(ops), ctx.input(0).shape};
+  if (t.dtype == DType::Bool) ctx.fail("not supported for bool tensors with bool bounds");
+  return {t};
+}
+
+template <class T>
+struct ClampFn {
+  T lo, hi;
+  bool has_lo, has_hi;
+  T operator()(T x) const {
+    T v = has_lo && x < lo ? lo : x;  // comparisons with NaN are false: NaN stays
+    return has_hi && v > hi ? hi : v;
+  }
+};
+
+// The bounds in dtype dt (whose C++ type is T), as the kernel stores them.
+template <class T>
+ClampFn<T> clamp_fn(const NodeCtx& ctx, DType dt) {
+  auto bound = [&](const char* key, T& v) {
+    if (!ctx.has_attr(key)) return false;
+    double d = ctx.attr_float(key);
+    int64_t i = ctx.attrs().at(key).is_number_integer() || ctx.attrs().at(key).is_boolean()
+                    ? ctx.attr_int(key)
+                    : static_cast<int64_t>(d);
+    store_scalar(&v, dt, d, i);
+    return true;
+  };
+  ClampFn<T> f{};
+  f.has_lo = bound("min", f.lo);
+  f.has_hi = bound("max", f.hi);
+  return f;
+}
+
+template <class T>
+struct ClampKernel : Kernel {
+  ClampFn<T> f;
+  DType dt;
+  CastSlot slot;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    un_loop(static_cast<const T*>(slot.get(in[0], dt)), out[0].as<T>(), out[0].numel(), f);
+  }
+};
+
+std::unique_ptr<Kernel> clamp_make(const KernelCtx& kc) {
+  const DType dt = kc.outputs[0].dtype;
+  std::unique_ptr<Kernel> k;
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {  // infer refuses bool
+      auto ck = std::make_unique<ClampKernel<T>>();
+      ck->f = clamp_fn<T>(kc.node, dt);
+      ck->dt = dt;
+      ck->slot.prepare(kc.node.input(0), dt);
+      k = std::move(ck);
+    }
+  });
+  return k;
+}
+
+std::unique_ptr<TileOp> clamp_tile(const NodeCtx& ctx) {
+  if (!tile_operands_ok(ctx) || ctx.input(0).dtype != DType::F32 ||
+      clamp_infer(ctx)[0].dtype != DType::F32)
+    return nullptr;
+  return std::make_unique<UnaryTile<ClampFn<float>>>(clamp_fn<float>(ctx, DType::F32));
+}
+
 template <Un OP>
 OpDef un_def(const std::string& name, const std::string& doc) {
   return OpDef{name, doc, &un_infer<OP>, &un_make<OP>, false, &un_tile<OP>, true};
@@ -200,6 +277,10 @@ void register_elementwise_unary_ops(OpRegistry& r) {
               "self/2 (1 + tanh(sqrt(2/pi) (self + 0.044715 self^3)))" + fl,
               &gelu_infer, &gelu_make, false, &gelu_tile, true});
   r.add(un_def<Un::Sign>("aten.sign.default", "-1, 0 or 1 by sign of self (NaN -> 0); any dtype"));
+  r.add(OpDef{"aten.clamp.default",
+              "min(max(self, min), max) with attr min and/or max (null: no bound); NaN "
+              "propagates, min > max gives max; dtype by promotion with the bounds as scalars",
+              &clamp_infer, &clamp_make, false, &clamp_tile, true});
   r.add(OpDef{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
               &clone_infer, &clone_make, false, &clone_tile, true, true});
   r.add(OpDef{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",

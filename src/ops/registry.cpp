@@ -6,6 +6,7 @@ namespace ts {
 
 void register_conv_ops(OpRegistry&);
 void register_pool_ops(OpRegistry&);
+void register_batch_norm_ops(OpRegistry&);
 void register_matmul_ops(OpRegistry&);
 void register_elementwise_ops(OpRegistry&);
 void register_reduce_ops(OpRegistry&);
@@ -22,6 +23,7 @@ const OpRegistry& OpRegistry::get() {
     OpRegistry r;
     register_conv_ops(r);
     register_pool_ops(r);
+    register_batch_norm_ops(r);
     register_matmul_ops(r);
     register_elementwise_ops(r);
     register_reduce_ops(r);

@@ -203,6 +203,35 @@ TEST(Elementwise, Expm1NearZero) {
   expect_close(out[0], want, 2.5e-7, 0);
 }
 
+TEST(Elementwise, Clamp) {
+  std::mt19937 rng(8);
+  Arg f = random(DType::F32, {300, 200}, rng);
+  for (json attrs : {json{{"min", -1.5}, {"max", 2}}, json{{"min", 0.25}, {"max", nullptr}},
+                     json{{"max", -0.5}}, json{{"min", 2}, {"max", 1}}}) {
+    SCOPED_TRACE(attrs.dump());
+    std::vector<double> want;
+    for (double v : values(f)) {
+      if (attrs.contains("min") && !attrs["min"].is_null()) v = std::max(v, double(float(attrs["min"].get<double>())));
+      if (attrs.contains("max") && !attrs["max"].is_null()) v = std::min(v, double(float(attrs["max"].get<double>())));
+      want.push_back(v);
+    }
+    expect_close(run("aten.clamp.default", attrs, {f})[0], want, 0);
+  }
+  // NaN propagates; an int tensor keeps int64 with int bounds, gives float32 with float ones.
+  auto n = run("aten.clamp.default", {{"min", 0}, {"max", 1}}, {tensor(DType::F32, {2}, {NAN, 3})});
+  EXPECT_TRUE(std::isnan(n[0].data<float>()[0]));
+  EXPECT_EQ(n[0].data<float>()[1], 1.f);
+  Arg i = tensor(DType::I64, {4}, {-3, 0, 2, 9});
+  auto ci = run("aten.clamp.default", {{"min", -1}, {"max", 5}}, {i});
+  EXPECT_EQ(ci[0].tensor().dtype, DType::I64);
+  expect_close(ci[0], {-1, 0, 2, 5}, 0);
+  auto cf = run("aten.clamp.default", {{"min", 0.5}}, {i});
+  EXPECT_EQ(cf[0].tensor().dtype, DType::F32);
+  expect_close(cf[0], {0.5, 0.5, 2, 9}, 0);
+  expect_error([&] { infer("aten.clamp.default", {{"min", nullptr}, {"max", nullptr}}, {f}); },
+               "node 'n1' (aten.clamp.default): at least one of 'min' or 'max' must be given");
+}
+
 TEST(Elementwise, CloneAndToCopy) {
   Arg f = tensor(DType::F32, {2, 2}, {1.5, -2.5, 0, 3.75});
   expect_close(run("aten.clone.default", {{"memory_format", nullptr}}, {f})[0], values(f), 0);

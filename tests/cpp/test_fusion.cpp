@@ -200,6 +200,8 @@ TEST(FusedKernel, EveryTileForm) {
   p.out(p.add("aten._to_copy.default", {{"dtype", "float32"}}, {in(2)}));
   p.out(p.add("aten.clone.default", {}, {in(0)}));
   p.out(p.add("aten.clone.default", {}, {in(2)}));
+  p.out(p.add("aten.clamp.default", {{"min", -0.5}, {"max", 0.75}}, {in(0)}));
+  p.out(p.add("aten.clamp.default", {{"min", nullptr}, {"max", 1}}, {in(0)}));
   check_fused(p, ins);
 }
 

@@ -187,7 +187,7 @@ TEST(Idx, FashionMnistIfPresent) {
 
 TEST(Dataset, UnknownSpecNamesTheChoices) {
   std::string msg = error_of([] { ts::open_dataset("cifar", ts::Split::Train); });
-  EXPECT_EQ(msg, "unknown dataset 'cifar' (expected fashion-mnist | idx:DIR | fortunes:T | text:FILE:T)");
+  EXPECT_EQ(msg, std::string("unknown dataset 'cifar' (expected ") + ts::dataset_specs() + ")");
 }
 
 TEST(Dataset, BatchThatDoesNotFitTheModelIsNamed) {

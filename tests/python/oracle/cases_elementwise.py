@@ -212,6 +212,26 @@ def _copies():
     return out
 
 
+def _clamp():
+    op = "aten.clamp.default"
+    out = []
+    for lo, hi in ((-1.5, 2), (0.25, None), (None, -0.5), (2, 1), (0, 0)):
+        out += [op_case(op, In(s), min=lo, max=hi) for s in ((3, 5), (), (129, 257), (0, 4))]
+        out += [op_case(op, In((4, 6), kind="special"), min=lo, max=hi),
+                op_case(op, In((3, 5), D), min=lo, max=hi),
+                fused(op, In((1100,), kind="special"), min=lo, max=hi),
+                fused(op, In((3, 5), kind="uniform", lo=-3, hi=3), min=lo, max=hi)]
+    out += [op_case(op, In((3, 4), I, lo=-9, hi=9), min=-2, max=5),   # int64 stays
+            op_case(op, In((3, 4), I, lo=-9, hi=9), min=0.5),          # float bound: float32
+            op_case(op, In((5,), I32, lo=-9, hi=9), min=-3, max=3),
+            op_case(op, In((6,), U8, lo=0, hi=200), max=100),
+            op_case(op, In((2, 5), B), min=0, max=0),                   # bool with int bounds: int64
+            op_case(op, In((3, 5)), min="-inf", max="inf"),
+            viewed("aten.t.default", {}, op, In((5, 3)), min=-0.5, max=0.5),
+            viewed("aten.expand.default", {"size": [4, 3]}, op, In((1, 3)), min=0)]
+    return out
+
+
 def _tile_forms():
     """Each pointwise op inside a fused group (opt mode), where its float32
     tile form runs: same-shape and one-element operands, wrapped scalars,
@@ -294,6 +314,9 @@ def _negatives():
                  error="shapes cannot be broadcast together: [3] [2] [3]"),
         neg_case("aten.eq.Tensor", In((2, 4)), In((3, 4)),
                  error="shapes cannot be broadcast together: [2, 4] [3, 4]"),
+        neg_case("aten.clamp.default", In((3,)), min=None, max=None,
+                 types=[{"dtype": F, "shape": [3]}],
+                 error="at least one of 'min' or 'max' must be given"),
         neg_case("aten._to_copy.default", In((3,)), dtype="complex64",
                  types=[{"dtype": F, "shape": [3]}], error="unknown dtype 'complex64'",
                  unsupported="no complex dtypes"),
@@ -303,3 +326,4 @@ def _negatives():
 def cases():
     return (_binary() + _scalar_variants() + _comparisons() + _where() + _unary() + _copies()
             + _tile_forms() + _negatives() + _gelu_masked_fill() + _seq_negatives())
+            + _clamp() + _tile_forms() + _negatives())

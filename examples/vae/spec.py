@@ -1,0 +1,67 @@
+"""The variational autoencoder of pytorch/examples (vae/main.py): 784-400-20
+encoder, 20-400-784 decoder, ReLU, sigmoid output, reparameterisation with
+randn_like (drawn from trainstep's Philox RNG, so eager and C++ sample the
+same noise), loss = binary cross-entropy (reduction='sum') + KL divergence.
+Adam(lr=1e-3), batch 128. One difference: in eval mode the latent is the
+mean (z = mu), since the eval step has no RNG inputs; the test loss is then
+BCE(decode(mu)) + KL, a deterministic stand-in for the negative ELBO.
+
+The model reconstructs its input: the target is the image itself, pixels in
+[0, 1] as the example's transforms.ToTensor() gives them. Train with
+`--data autoencode:fashion-mnist`; the loss is the negative ELBO summed over
+the batch, and eval reports it per image.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import trainstep
+
+
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 400)
+        self.fc21 = nn.Linear(400, 20)
+        self.fc22 = nn.Linear(400, 20)
+        self.fc3 = nn.Linear(20, 400)
+        self.fc4 = nn.Linear(400, 784)
+
+    def encode(self, x):
+        h1 = F.relu(self.fc1(x))
+        return self.fc21(h1), self.fc22(h1)
+
+    def reparameterize(self, mu, logvar):
+        if not self.training:  # evaluation decodes the mean (no RNG in eval_step)
+            return mu
+        std = torch.exp(0.5 * logvar)
+        eps = torch.randn_like(std)
+        return mu + eps * std
+
+    def decode(self, z):
+        h3 = F.relu(self.fc3(z))
+        return torch.sigmoid(self.fc4(h3))
+
+    def forward(self, x):
+        mu, logvar = self.encode(x.view(-1, 784))
+        z = self.reparameterize(mu, logvar)
+        # One output tensor: the reconstruction and the latent statistics.
+        return torch.cat([self.decode(z), mu, logvar], dim=1)
+
+
+def loss_function(out, x):
+    """pytorch/examples' loss: reconstruction BCE summed over pixels and
+    batch, plus the KL divergence of N(mu, exp(logvar)) from N(0, 1)."""
+    recon, mu, logvar = out.split([784, 20, 20], dim=1)
+    bce = F.binary_cross_entropy(recon, x.view(-1, 784), reduction="sum")
+    kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+    return bce + kld
+
+
+def build(batch_size=128, seed=1):
+    torch.manual_seed(seed)
+    model = VAE()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.rand(batch_size, 1, 28, 28)
+    return trainstep.TrainSpec(model, loss_function, optimizer, (x,), x.view(-1, 784).clone(),
+                               name="vae", golden_steps=5)

@@ -1,0 +1,260 @@
+// aten.native_batch_norm and its backward on float32 (N, C, *) tensors,
+// viewed as [N, C, S]; per-channel work runs in parallel over channels.
+//
+// Training mode normalises with the batch's statistics: mean and biased
+// variance accumulated in double in one pass, shifted by the channel's first
+// element so that the pass stays accurate when |mean| >> std. It returns
+// them as save_mean and save_invstd = 1/sqrt(var + eps), as PyTorch's CPU
+// kernel does. Running stats are not inputs in training: eager updates them
+// in place, which a functional graph cannot express, so the exporter
+// (python/trainstep/patches.py) computes the update in the graph from the
+// saved statistics. Eval mode normalises with running_mean / running_var and
+// returns empty saves ([0], as PyTorch on CPU).
+#include <cmath>
+#include <string>
+
+#include "ops/op.h"
+#include "ops/parallel.h"
+
+namespace ts {
+
+namespace {
+
+struct BnGeom {
+  int64_t N = 0, C = 0, S = 1;
+  int64_t M() const { return N * S; }  // elements per channel
+};
+
+// Checks a (N, C, *) float32 tensor and the optional per-channel ones.
+BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, const char*>>& per_c) {
+  const TensorType& x = ctx.input(x_i);
+  if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got input " + x.str());
+  if (x.shape.size() < 2) ctx.fail("input must have rank >= 2 (N, C, ...), got " + x.str());
+  BnGeom g;
+  g.N = x.shape[0];
+  g.C = x.shape[1];
+  for (size_t d = 2; d < x.shape.size(); ++d) g.S *= x.shape[d];
+  for (auto [i, name] : per_c) {
+    if (!ctx.has_input(i)) continue;
+    const TensorType& t = ctx.input(i);
+    if (t.dtype != DType::F32 || t.shape != Shape{g.C})
+      ctx.fail(std::string(name) + " must be float32[" + std::to_string(g.C) + "] for input " +
+               x.str() + ", got " + t.str());
+  }
+  return g;
+}
+
+// Per-channel sums in double over the channel's N blocks of S floats. The
+// simd reductions let the compiler keep several partial sums per vector
+// lane (a fixed order for a given build, so results repeat run to run).
+// Statistics: sum of d and d^2 for d = x - shift.
+void stat_sums(const BnGeom& g, const float* x, int64_t c, double shift, double& s1, double& s2) {
+  double a = 0, b = 0;
+  for (int64_t n = 0; n < g.N; ++n) {
+    const float* p = x + (n * g.C + c) * g.S;
+#pragma omp simd reduction(+ : a, b)
+    for (int64_t s = 0; s < g.S; ++s) {
+      const double d = double(p[s]) - shift;
+      a += d;
+      b += d * d;
+    }
+  }
+  s1 = a;
+  s2 = b;
+}
+
+// Backward: sum of dy and of (x - mean) * dy.
+void grad_sums(const BnGeom& g, const float* dy, const float* x, int64_t c, double mean,
+               double& sum_dy, double& dot) {
+  double a = 0, b = 0;
+  for (int64_t n = 0; n < g.N; ++n) {
+    const int64_t base = (n * g.C + c) * g.S;
+    const float* pd = dy + base;
+    const float* px = x + base;
+#pragma omp simd reduction(+ : a, b)
+    for (int64_t s = 0; s < g.S; ++s) {
+      const double d = pd[s];
+      a += d;
+      b += (double(px[s]) - mean) * d;
+    }
+  }
+  sum_dy = a;
+  dot = b;
+}
+
+// ---- forward ----------------------------------------------------------------
+
+bool bn_training(const NodeCtx& ctx) { return ctx.attr_bool("training"); }
+
+std::vector<TensorType> infer_bn(const NodeCtx& ctx) {
+  if (ctx.num_inputs() != 5)
+    ctx.fail("expected inputs (input, weight?, bias?, running_mean?, running_var?), got " +
+             std::to_string(ctx.num_inputs()));
+  BnGeom g = bn_geom(ctx, 0, {{1, "weight"}, {2, "bias"}, {3, "running_mean"}, {4, "running_var"}});
+  ctx.attr_float("eps");
+  const bool running = ctx.has_input(3) || ctx.has_input(4);
+  if (bn_training(ctx)) {
+    if (running)
+      ctx.fail("training mode with running stats would update them in place; the exporter "
+               "passes none and updates them in the graph");
+    if (g.M() < 2)
+      ctx.fail("training mode needs more than 1 value per channel, got input " +
+               ctx.input(0).str());
+  } else if (!ctx.has_input(3) || !ctx.has_input(4)) {
+    ctx.fail("eval mode (training=false) needs running_mean and running_var");
+  }
+  Shape save{bn_training(ctx) ? g.C : 0};
+  return {ctx.input(0), {DType::F32, save}, {DType::F32, save}};
+}
+
+class BnFwdKernel : public Kernel {
+ public:
+  BnFwdKernel(const BnGeom& g, bool training, double eps) : g_(g), training_(training), eps_(eps) {}
+
+  void run(const Tensor* in, Tensor* out) override {
+    const float* x = in[0].as<float>();
+    const float* w = in[1].data ? in[1].as<float>() : nullptr;
+    const float* b = in[2].data ? in[2].as<float>() : nullptr;
+    float* y = out[0].as<float>();
+    float* save_mean = training_ ? out[1].as<float>() : nullptr;
+    float* save_invstd = training_ ? out[2].as<float>() : nullptr;
+    const BnGeom g = g_;
+    const double M = double(g.M());
+    parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
+      double mean, invstd;
+      if (training_) {
+        const double shift = x[c * g.S];
+        double s1, s2;
+        stat_sums(g, x, c, shift, s1, s2);
+        double var = std::max((s2 - s1 * s1 / M) / M, 0.0);
+        mean = shift + s1 / M;
+        invstd = 1.0 / std::sqrt(var + eps_);
+        if (save_mean) save_mean[c] = float(mean);
+        if (save_invstd) save_invstd[c] = float(invstd);
+      } else {
+        mean = in[3].as<float>()[c];
+        invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+      }
+      // y = x * alpha + beta, as PyTorch's CPU kernel applies it.
+      const float alpha = float(invstd * (w ? w[c] : 1.0f));
+      const float beta = float((b ? b[c] : 0.0f) - mean * alpha);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const int64_t base = (n * g.C + c) * g.S;
+        for (int64_t s = 0; s < g.S; ++s) y[base + s] = x[base + s] * alpha + beta;
+      }
+    });
+  }
+
+ private:
+  BnGeom g_;
+  bool training_;
+  double eps_;
+};
+
+std::unique_ptr<Kernel> make_bn(const KernelCtx& k) {
+  BnGeom g = bn_geom(k.node, 0, {});
+  return std::make_unique<BnFwdKernel>(g, bn_training(k.node), k.node.attr_float("eps"));
+}
+
+// ---- backward ---------------------------------------------------------------
+
+std::vector<bool> bn_mask(const NodeCtx& ctx) {
+  std::vector<bool> m = ctx.attr_bools("output_mask");
+  if (m.size() != 3)
+    ctx.fail("attribute 'output_mask' must have 3 bools, got " + std::to_string(m.size()));
+  return m;
+}
+
+std::vector<TensorType> infer_bn_bwd(const NodeCtx& ctx) {
+  if (ctx.num_inputs() != 7)
+    ctx.fail("expected inputs (grad_out, input, weight?, running_mean?, running_var?, "
+             "save_mean?, save_invstd?), got " + std::to_string(ctx.num_inputs()));
+  const bool train = ctx.attr_bool("train");
+  ctx.attr_float("eps");
+  bn_mask(ctx);
+  // The saves are empty ([0]) in eval mode; only the mode's pair is read.
+  std::vector<std::pair<int, const char*>> per_c = {{2, "weight"}};
+  if (train)
+    per_c.insert(per_c.end(), {{5, "save_mean"}, {6, "save_invstd"}});
+  else
+    per_c.insert(per_c.end(), {{3, "running_mean"}, {4, "running_var"}});
+  BnGeom g = bn_geom(ctx, 1, per_c);
+  if (train && (!ctx.has_input(5) || !ctx.has_input(6)))
+    ctx.fail("training mode (train=true) needs save_mean and save_invstd");
+  if (!train && (!ctx.has_input(3) || !ctx.has_input(4)))
+    ctx.fail("eval mode (train=false) needs running_mean and running_var");
+  if (ctx.input(0) != ctx.input(1))
+    ctx.fail("grad_out " + ctx.input(0).str() + " must match input " + ctx.input(1).str());
+  TensorType per{DType::F32, {g.C}};
+  return {ctx.input(1), per, per};
+}
+
+class BnBwdKernel : public Kernel {
+ public:
+  BnBwdKernel(const BnGeom& g, bool train, double eps) : g_(g), train_(train), eps_(eps) {}
+
+  void run(const Tensor* in, Tensor* out) override {
+    const float* go = in[0].as<float>();
+    const float* x = in[1].as<float>();
+    const float* w = in[2].data ? in[2].as<float>() : nullptr;
+    float* gi = out[0].data ? out[0].as<float>() : nullptr;
+    float* gw = out[1].data ? out[1].as<float>() : nullptr;
+    float* gb = out[2].data ? out[2].as<float>() : nullptr;
+    const BnGeom g = g_;
+    const double M = double(g.M());
+    parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
+      double mean, invstd;
+      if (train_) {
+        mean = in[5].as<float>()[c];
+        invstd = in[6].as<float>()[c];
+      } else {
+        mean = in[3].as<float>()[c];
+        invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+      }
+      double sum_g, dotp;
+      grad_sums(g, go, x, c, mean, sum_g, dotp);
+      if (gw) gw[c] = float(dotp * invstd);
+      if (gb) gb[c] = float(sum_g);
+      if (!gi) return;
+      const float scale = float(invstd * (w ? w[c] : 1.0f));
+      const float mean_f = float(mean);
+      // Training: dx = (dy - mean(dy) - (x - mean) * k) * invstd * w, the
+      // projection of dy off the batch statistics (PyTorch's formula).
+      const float k = train_ ? float(dotp * invstd * invstd / M) : 0.0f;
+      const float gmean = train_ ? float(sum_g / M) : 0.0f;
+      for (int64_t n = 0; n < g.N; ++n) {
+        const int64_t base = (n * g.C + c) * g.S;
+        for (int64_t s = 0; s < g.S; ++s) {
+          const int64_t i = base + s;
+          gi[i] = (go[i] - gmean - (x[i] - mean_f) * k) * scale;
+        }
+      }
+    });
+  }
+
+ private:
+  BnGeom g_;
+  bool train_;
+  double eps_;
+};
+
+std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
+  BnGeom g = bn_geom(k.node, 1, {});
+  return std::make_unique<BnBwdKernel>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
+}
+
+}  // namespace
+
+void register_batch_norm_ops(OpRegistry& r) {
+  r.add({"aten.native_batch_norm.default",
+         "batch normalisation of float32 (N, C, *) over all dims but C, optional weight/bias; "
+         "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
+         "save_invstd); training=false: running_mean/running_var -> (out, [0], [0])",
+         infer_bn, make_bn});
+  r.add({"aten.native_batch_norm_backward.default",
+         "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; train=true "
+         "reads save_mean/save_invstd, train=false running_mean/running_var",
+         infer_bn_bwd, make_bn_bwd});
+}
+
+}  // namespace ts

@@ -1,0 +1,87 @@
+"""Oracle cases: native_batch_norm and its backward (src/ops/batch_norm.cpp).
+Training mode takes no running stats (the exporter updates them in the
+graph, python/trainstep/patches.py); eval mode takes them."""
+from .harness import Case, In, Node, Program, neg_case, op_case
+
+F = "float32"
+# Per-channel sums over N*S elements: double accumulation vs torch's order.
+TOL = (1e-5, 1e-5)
+SHAPES = [(4, 3), (6, 3, 5), (2, 3, 4, 5), (2, 3, 2, 2, 2), (5, 1, 7, 7),
+          (64, 16, 9, 9)]  # the last: channels in parallel
+
+
+def _fwd(shape, affine, training, x=None, **kw):
+    c = shape[1]
+    w, b = (In((c,), kind="uniform", lo=0.5, hi=1.5), In((c,))) if affine else (None, None)
+    rm, rv = (None, None) if training else (In((c,)), In((c,), kind="positive"))
+    return op_case("aten.native_batch_norm.default", x or In(shape), w, b, rm, rv,
+                   training=training, momentum=0.1, eps=1e-5, tol=kw.pop("tol", TOL), **kw)
+
+
+def _bwd(shape, affine, train, mask):
+    """forward, a grad_output shaped like its output, then the backward on
+    the forward's saved statistics (train) or the running stats (eval)."""
+    c = shape[1]
+    ins = {"x": In(shape)}
+    if affine:
+        ins["w"] = In((c,), kind="uniform", lo=0.5, hi=1.5)
+        ins["b"] = In((c,))
+    if not train:
+        ins["rm"], ins["rv"] = In((c,)), In((c,), kind="positive")
+    w = "w" if affine else None
+    rm, rv = (None, None) if train else ("rm", "rv")
+    fa = dict(training=train, momentum=0.1, eps=1e-5)
+    ba = dict(train=train, eps=1e-5, output_mask=mask)
+    return Case("aten.native_batch_norm_backward.default", Program(ins, [
+        Node("aten.native_batch_norm.default", ["x", w, "b" if affine else None, rm, rv], fa),
+        Node("aten.mul.Tensor", ["n0.0", "n0.0"]),
+        Node("aten.native_batch_norm_backward.default", ["n1", "x", w, rm, rv, "n0.1", "n0.2"], ba)]),
+        tol=(1e-4, 1e-4))
+
+
+def cases():
+    out = []
+    for s in SHAPES:
+        out += [_fwd(s, True, True), _fwd(s, False, True), _fwd(s, True, False)]
+    out.append(_fwd((3, 2), True, False))  # eval needs no more than one value per channel
+    # |mean| / std ~ 870: the variance survives (shifted double sums); the
+    # output's atol is ulp(1000) = 6e-5 (y = x * alpha + beta rounds beta).
+    out.append(_fwd((16, 4, 6, 6), True, True, x=In((16, 4, 6, 6), kind="uniform", lo=998, hi=1002),
+                    tol=(1e-5, 2e-4)))
+    for s in ((4, 3), (2, 3, 4, 5), (64, 16, 9, 9)):
+        for mask in ([True, True, True], [True, False, False], [False, True, True]):
+            out.append(_bwd(s, True, True, mask))
+        out += [_bwd(s, False, True, [True, False, False]), _bwd(s, True, False, [True, True, True])]
+    c = 3
+    out += [
+        neg_case("aten.native_batch_norm.default", In((4, c)), In((c,)), In((c,)), In((c,)), In((c,)),
+                 training=True, momentum=0.1, eps=1e-5,
+                 error="training mode with running stats would update them in place; the exporter "
+                       "passes none and updates them in the graph",
+                 unsupported="torch updates the running stats in place; a functional graph cannot"),
+        neg_case("aten.native_batch_norm.default", In((4, c)), In((c + 1,)), None, None, None,
+                 training=True, momentum=0.1, eps=1e-5,
+                 error="weight must be float32[3] for input float32[4, 3], got float32[4]",
+                 unsupported="torch's CPU kernel reads the first C weights of a longer tensor"),
+        neg_case("aten.native_batch_norm.default", In((1, c, 1)), None, None, None, None,
+                 training=True, momentum=0.1, eps=1e-5,
+                 types=[{"dtype": F, "shape": [1, 3, 1]}, {"dtype": F, "shape": [3]},
+                        {"dtype": F, "shape": [3]}],
+                 error="training mode needs more than 1 value per channel, got input float32[1, 3, 1]",
+                 unsupported="torch's op gives NaN/inf statistics; F.batch_norm refuses it first"),
+        neg_case("aten.native_batch_norm.default", In((4, c), "float64"), None, None, None, None,
+                 training=True, momentum=0.1, eps=1e-5,
+                 error="only float32 is supported, got input float64[4, 3]",
+                 unsupported="float64 batch norm"),
+        neg_case("aten.native_batch_norm_backward.default", In((4, 2)), In((4, c)), None, None, None,
+                 In((c,)), In((c,), kind="positive"), train=True, eps=1e-5,
+                 output_mask=[True, True, True],
+                 error="grad_out float32[4, 2] must match input float32[4, 3]",
+                 unsupported="torch reads grad_out as if it had the input's shape"),
+        neg_case("aten.native_batch_norm_backward.default", In((4, c)), In((4, c)), None, None, None,
+                 In((c,)), In((c,), kind="positive"), train=True, eps=1e-5, output_mask=[True, True],
+                 types=[{"dtype": F, "shape": [4, 3]}, {"dtype": F, "shape": [3]},
+                        {"dtype": F, "shape": [3]}],
+                 error="attribute 'output_mask' must have 3 bools, got 2"),
+    ]
+    return out

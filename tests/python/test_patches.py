@@ -1,0 +1,72 @@
+"""The exporter's capture-time stand-ins (python/trainstep/patches.py)
+compute what the library functions they replace compute, in eager mode:
+values, gradients and BatchNorm's running stats."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from trainstep import patches
+
+
+def _ce_cases():
+    g = torch.Generator().manual_seed(0)
+    w = torch.rand(5, generator=g) + 0.5
+    for shape, tshape in (((6, 5), (6,)), ((4, 5, 3), (4, 3)), ((5,), ())):
+        for weight in (None, w):
+            for reduction in ("mean", "sum", "none"):
+                for smoothing in (0.1, 0.5):
+                    yield shape, tshape, weight, reduction, smoothing
+
+
+@pytest.mark.parametrize("shape,tshape,weight,reduction,smoothing", list(_ce_cases()))
+def test_cross_entropy_label_smoothing(shape, tshape, weight, reduction, smoothing):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    t = torch.randint(0, 5, tshape, generator=g)
+    if t.dim():
+        t.view(-1)[1] = -100  # an ignored target
+    kw = dict(weight=None if weight is None else weight.double(), reduction=reduction,
+              label_smoothing=smoothing)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want = F.cross_entropy(xa, t, **kw)
+    got = patches.cross_entropy(xb, t, **kw)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    want.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(xb.grad, xa.grad, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("momentum", [0.1, 0.7, None])
+@pytest.mark.parametrize("bn,shape", [(nn.BatchNorm1d, (8, 3)), (nn.BatchNorm1d, (8, 3, 5)),
+                                      (nn.BatchNorm2d, (4, 3, 5, 5))])
+def test_batch_norm_running_stats(bn, shape, momentum):
+    torch.manual_seed(2)
+    eager = bn(3, momentum=momentum)
+    with torch.no_grad():
+        eager.weight.uniform_(0.5, 1.5)
+        eager.bias.uniform_(-1, 1)
+    ours = copy.deepcopy(eager)
+    for step in range(3):
+        x = torch.randn(shape) * (step + 1) + step
+        want = eager(x)
+        with patches.applied():
+            got = ours(x)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert int(ours.num_batches_tracked) == int(eager.num_batches_tracked) == 3
+    torch.testing.assert_close(ours.running_mean, eager.running_mean, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(ours.running_var, eager.running_var, rtol=1e-6, atol=1e-7)
+    eager.eval()
+    ours.eval()
+    x = torch.randn(shape)
+    with patches.applied():
+        torch.testing.assert_close(ours(x), eager(x), rtol=1e-6, atol=1e-6)
+
+
+def test_patches_are_undone():
+    saved = (F.cross_entropy, F.batch_norm, nn.modules.batchnorm._BatchNorm.forward)
+    with patches.applied():
+        assert F.cross_entropy is patches.cross_entropy
+    assert (F.cross_entropy, F.batch_norm, nn.modules.batchnorm._BatchNorm.forward) == saved
