@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(cmake g++ make pkg-config python3 python3-torch python3-numpy python3-pytest
       libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev
-      dataset-fashion-mnist libopenblas0-openmp)
+      dataset-fashion-mnist fortunes libopenblas0-openmp)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

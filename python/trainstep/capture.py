@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from . import optim as ts_optim
-from . import patches, provenance, rng
+from . import patches, provenance, rng, rnn
 from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -352,10 +352,12 @@ def capture_eval(parts):
 
 @contextlib.contextmanager
 def _mode(model, training):
+    """The model in train or eval mode, RNNs reading swapped-in weights."""
     was = model.training
     model.train(training)
     try:
-        yield
+        with rnn.fresh_weights(model):
+            yield
     finally:
         model.train(was)
 

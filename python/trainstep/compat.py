@@ -11,14 +11,17 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 
 # Ops the runtime runs as one kernel although torch._decomp has a
-# decomposition:
-# - aten._to_copy: 1.13's decomposition (to prims.convert_element_type)
+# decomposition: theirs would make many passes over memory.
+# - aten._to_copy: besides, 1.13's decomposition (to prims.convert_element_type)
 #   fails under vmap on `0-d tensor * float`, which per-sample eval losses
 #   such as `0.9 * loss` hit;
 # - batch norm: one kernel each way instead of ~10 reductions and pointwise
 #   passes (the exporter's F.batch_norm stand-in, patches.py, keeps the op
 #   functional).
-KEEP = {"aten._to_copy.default",
+KEEP = {"aten.native_layer_norm_backward.default",
+        "aten._softmax.default", "aten._softmax_backward_data.default",
+        "aten._log_softmax.default", "aten._log_softmax_backward_data.default",
+        "aten._to_copy.default",
         "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"}
 
 

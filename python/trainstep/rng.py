@@ -14,6 +14,8 @@ import threading
 import numpy as np
 import torch
 
+from . import rnn
+
 M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 W0, W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 MASK32 = np.uint64(0xFFFFFFFF)
@@ -138,6 +140,7 @@ def _patched_functions():
     saved = (F.dropout, torch.rand_like, torch.randn_like)
     F.dropout, torch.rand_like, torch.randn_like = dropout, _rand_like, _randn_like
     try:
-        yield
+        with rnn.layered_dropout(dropout):
+            yield
     finally:
         F.dropout, torch.rand_like, torch.randn_like = saved

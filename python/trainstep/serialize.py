@@ -12,6 +12,8 @@ import operator
 import torch
 import torch.fx
 
+from .capture import CaptureError
+
 from . import provenance
 
 
@@ -45,8 +47,12 @@ class _Recorder(torch.fx.Interpreter):
         super().__init__(gm)
         self.types = {}
         self.values = {} if keep_values else None
+        self.bad_view = None  # the first as_strided the runtime cannot reproduce
 
     def run_node(self, n):
+        if n.op == "call_function" and n.target is torch.ops.aten.as_strided.default \
+                and self.bad_view is None:
+            self.bad_view = _strided_view_problem(n, self.fetch_args_kwargs_from_env(n)[0][0])
         out = super().run_node(n)
         vals = out if isinstance(out, (tuple, list)) else [out]
         self.types[n] = [({"dtype": _dtype_name(v.dtype), "shape": list(v.shape)}
@@ -71,6 +77,20 @@ def node_values(captured, flat_inputs):
     return out
 
 
+def _strided_view_problem(n, x):
+    """The runtime's as_strided reads its input's own dense buffer; torch's
+    reads the input's storage. They agree only for a contiguous input that
+    starts its storage (functionalize's split/chunk of a fresh tensor).
+    Returns the error message, or None."""
+    if x.is_contiguous() and x.storage_offset() == 0:
+        return None
+    src = provenance.of_node(n)
+    return (f"node {n.name} (aten.as_strided.default) reads a strided view (strides "
+            f"{list(x.stride())}, storage offset {x.storage_offset()}): only views of a "
+            "contiguous tensor are supported (e.g. split() a contiguous tensor)"
+            + (f"; from {provenance.describe(src)}" if src else ""))
+
+
 def source_of(n):
     """Where the node came from (python/trainstep/provenance.py), as the
     node's JSON "source" object, or None."""
@@ -82,6 +102,8 @@ def serialize_function(captured, keep_values=False):
     gm, sig = captured.graph, captured.signature
     rec = _Recorder(gm, keep_values)
     rec.run(*[t.detach().clone() for t in captured.example])
+    if rec.bad_view:
+        raise CaptureError(rec.bad_view)
 
     names = {}
     nodes = []

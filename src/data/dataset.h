@@ -32,6 +32,8 @@ enum class Split { Train, Test };
 //   idx:DIR         MNIST-format IDX files in DIR
 //   autoencode:IMAGES  one of the above, each image its own float32 target
 //   friedman1[:SIGMA[:N_TRAIN[:N_TEST]]]  generated regression (data/synthetic.h)
+//   fortunes:T      Debian's fortune cookies as byte windows of length T (data/text.h)
+//   text:FILE:T     any file as byte windows of length T
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split);
 
 // The spec strings open_dataset accepts, for help texts and errors.

@@ -7,6 +7,7 @@
 
 #include "data/idx.h"
 #include "data/synthetic.h"
+#include "data/text.h"
 #include "trainstep/error.h"
 
 namespace ts {
@@ -14,11 +15,27 @@ namespace ts {
 namespace {
 
 constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
 std::optional<ImageDataset> open_images(const std::string& spec, bool train) {
   if (spec == "fashion-mnist") return load_idx_split(kFashionDir, train);
   if (spec.rfind("idx:", 0) == 0 && spec.size() > 4) return load_idx_split(spec.substr(4), train);
   return std::nullopt;
+}
+
+// "NAME:T" -> T, the window length of a text dataset (the model's sequence length).
+int64_t window_of(const std::string& spec, const std::string& num) {
+  size_t used = 0;
+  int64_t t = -1;
+  try {
+    t = std::stoll(num, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (num.empty() || used != num.size() || t <= 0)
+    fail("dataset '" + spec + "': '" + num + "' is not a window length (a positive integer: "
+         "the model's sequence length)");
+  return t;
 }
 
 std::vector<std::string> split_colons(const std::string& s) {
@@ -61,7 +78,8 @@ std::unique_ptr<Dataset> open_friedman1(const std::string& spec, bool train) {
 }  // namespace
 
 const char* dataset_specs() {
-  return "fashion-mnist | idx:DIR | autoencode:IMAGES | friedman1[:SIGMA[:N_TRAIN[:N_TEST]]]";
+  return "fashion-mnist | idx:DIR | autoencode:IMAGES | friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | "
+         "fortunes:T | text:FILE:T";
 }
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
@@ -73,6 +91,20 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
     return std::make_unique<ImageReconstructionDataset>(std::move(*d));
   }
   if (spec == "friedman1" || spec.rfind("friedman1:", 0) == 0) return open_friedman1(spec, train);
+  // Text: byte windows of length T; the file (or corpus) comes first.
+  if (spec == "fortunes" || spec.rfind("fortunes:", 0) == 0) {
+    if (spec == "fortunes") fail("dataset 'fortunes' needs a window length: fortunes:T");
+    const int64_t T = window_of(spec, spec.substr(9));
+    return std::make_unique<TextDataset>(make_text_split("fortunes", read_fortunes(kFortunesDir), T, train));
+  }
+  if (spec.rfind("text:", 0) == 0) {
+    const size_t colon = spec.rfind(':');
+    if (colon <= 4) fail("dataset '" + spec + "' needs a window length: text:FILE:T");
+    const std::string path = spec.substr(5, colon - 5);
+    if (path.empty()) fail("dataset '" + spec + "' names no file: text:FILE:T");
+    const int64_t T = window_of(spec, spec.substr(colon + 1));
+    return std::make_unique<TextDataset>(make_text_split(path, read_text_file(path), T, train));
+  }
   fail("unknown dataset '" + spec + "' (expected " + dataset_specs() + ")");
 }
 

@@ -50,7 +50,7 @@ std::unique_ptr<Kernel> fill_kernel(DType t, const Scalar& s) {
 }
 
 // Where each op finds its value, dtype and shape.
-enum class Cr { Constant, ScalarTensor, NewFull, NewZeros, NewOnes, Full, FullLike, ZerosLike, OnesLike };
+enum class Cr { Constant, ScalarTensor, NewFull, NewZeros, NewOnes, Full, Zeros, FullLike, ZerosLike, OnesLike };
 
 Scalar value_of(const NodeCtx& ctx, Cr op) {
   switch (op) {
@@ -80,6 +80,9 @@ std::vector<TensorType> cr_infer(const NodeCtx& ctx) {
     t.dtype = dt.value_or(DType::F32);
   } else if (OP == Cr::Full) {
     t.dtype = dt.value_or(v.natural);
+    t.shape = size_attr(ctx, "size");
+  } else if (OP == Cr::Zeros) {
+    t.dtype = dt.value_or(DType::F32);
     t.shape = size_attr(ctx, "size");
   } else if (OP == Cr::NewFull || OP == Cr::NewZeros || OP == Cr::NewOnes) {
     t.dtype = dt.value_or(ctx.input(0).dtype);
@@ -154,6 +157,7 @@ void register_creation_ops(OpRegistry& r) {
   r.add(cr_def<Cr::NewZeros>("aten.new_zeros.default", "zeros of attr size; dtype null -> self's"));
   r.add(cr_def<Cr::NewOnes>("aten.new_ones.default", "ones of attr size; dtype null -> self's"));
   r.add(cr_def<Cr::Full>("aten.full.default", "tensor of attr size filled with fill_value; dtype null -> float32/int64/bool by the value"));
+  r.add(cr_def<Cr::Zeros>("aten.zeros.default", "zeros of attr size; dtype null -> float32"));
   r.add(cr_def<Cr::FullLike>("aten.full_like.default", "self-shaped tensor of fill_value; dtype null -> self's"));
   r.add(cr_def<Cr::ZerosLike>("aten.zeros_like.default", "self-shaped zeros; dtype null -> self's"));
   r.add(cr_def<Cr::OnesLike>("aten.ones_like.default", "self-shaped ones; dtype null -> self's"));

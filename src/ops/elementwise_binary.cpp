@@ -1,5 +1,5 @@
 // Broadcasting binary ops (arithmetic, comparisons, pow, maximum/minimum),
-// their Scalar-attribute variants, and aten.where.self.
+// their Scalar-attribute variants, aten.where.self and aten.masked_fill.Scalar.
 //
 // Operands whose dtype differs from the compute dtype are cast first (into a
 // scratch buffer allocated in make(), or an inline slot for one-element
@@ -408,6 +408,79 @@ std::unique_ptr<TileOp> where_tile(const NodeCtx& ctx) {
   return std::make_unique<WhereTile>();
 }
 
+// ---- masked_fill.Scalar: mask ? value : self ----
+// As ATen: the result is self and mask broadcast together, in self's dtype;
+// the value is cast to that dtype.
+std::vector<TensorType> masked_fill_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(2);
+  ctx.expect_dtype(1, DType::Bool);
+  scalar_attr_type(ctx, "value");
+  return {{ctx.input(0).dtype, broadcast_shapes(ctx, {ctx.input(0).shape, ctx.input(1).shape})}};
+}
+
+struct MaskedFillTile : TileOp {
+  float v;
+  explicit MaskedFillTile(float value) : v(value) {}
+  void run(const float* const* in, float* out, int64_t n) const override {
+    const float* a = in[0];
+    const float* m = in[1];
+    for (int64_t i = 0; i < n; ++i) out[i] = m[i] != 0 ? v : a[i];
+  }
+};
+
+struct MaskedFillKernel : Kernel {
+  BcastPlan plan;  // operands: self, mask
+  alignas(16) unsigned char value[16] = {};
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    by_elem_size(dtype_size(in[0].dtype), [&](auto tag) {
+      using T = decltype(tag);
+      const T* a = static_cast<const T*>(in[0].data);
+      const uint8_t* m = static_cast<const uint8_t*>(in[1].data);
+      T* o = static_cast<T*>(out[0].data);
+      T v;
+      std::memcpy(&v, value, sizeof(T));
+      bcast_for_rows(plan, [&](int64_t oo, const int64_t* off, int64_t len, const int64_t* st) {
+        const T* pa = a + off[0];
+        const uint8_t* pm = m + off[1];
+        T* po = o + oo;
+        if (st[0] && st[1]) {
+          for (int64_t i = 0; i < len; ++i) po[i] = pm[i] ? v : pa[i];
+        } else {
+          for (int64_t i = 0; i < len; ++i) po[i] = pm[i * st[1]] ? v : pa[i * st[0]];
+        }
+      });
+    });
+  }
+
+  // Element bytes are all the kernel moves: one loop per element size.
+  template <class F>
+  static void by_elem_size(size_t es, F&& f) {
+    switch (es) {
+      case 1: return f(uint8_t{});
+      case 4: return f(uint32_t{});
+      default: return f(uint64_t{});
+    }
+  }
+};
+
+std::unique_ptr<Kernel> masked_fill_make(const KernelCtx& kc) {
+  const NodeCtx& ctx = kc.node;
+  auto k = std::make_unique<MaskedFillKernel>();
+  k->plan = make_bcast_plan(ctx, kc.outputs[0].shape, {ctx.input(0).shape, ctx.input(1).shape});
+  const json& v = ctx.attrs().at("value");
+  const double d = ctx.attr_float("value");
+  const int64_t i = v.is_boolean() || v.is_number_integer() ? ctx.attr_int("value")
+                                                            : std::isfinite(d) ? static_cast<int64_t>(d) : 0;
+  store_scalar(k->value, kc.outputs[0].dtype, d, i);
+  return k;
+}
+
+std::unique_ptr<TileOp> masked_fill_tile(const NodeCtx& ctx) {
+  if (!tile_operands_ok(ctx) || ctx.input(0).dtype != DType::F32) return nullptr;
+  return std::make_unique<MaskedFillTile>(static_cast<float>(ctx.attr_float("value")));
+}
+
 template <Bin OP, bool Attr>
 OpDef bin_def(const std::string& name, const std::string& doc) {
   return OpDef{name, doc, &bin_infer<OP, Attr>, &bin_make<OP, Attr>, false, &bin_tile<OP, Attr>, true};
@@ -457,6 +530,9 @@ void register_elementwise_binary_ops(OpRegistry& r) {
   r.add(OpDef{"aten.where.self",
               "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other",
               &where_infer, &where_make, false, &where_tile, true});
+  r.add(OpDef{"aten.masked_fill.Scalar",
+              "mask ? attr value : self; mask bool; self and mask broadcast; self's dtype",
+              &masked_fill_infer, &masked_fill_make, false, &masked_fill_tile, true});
 }
 
 }  // namespace ts

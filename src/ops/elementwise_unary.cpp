@@ -10,11 +10,12 @@ namespace ts {
 
 namespace {
 
-enum class Un { Neg, Exp, Expm1, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign };
+enum class Un { Neg, Exp, Expm1, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign, Erf, Gelu, GeluTanh };
 
 bool is_float_op(Un op) {
   return op == Un::Exp || op == Un::Expm1 || op == Un::Log || op == Un::Sqrt || op == Un::Rsqrt ||
-         op == Un::Sigmoid || op == Un::Tanh || op == Un::Reciprocal;
+         op == Un::Sigmoid || op == Un::Tanh || op == Un::Reciprocal || op == Un::Erf ||
+         op == Un::Gelu || op == Un::GeluTanh;
 }
 
 template <class T, class F>
@@ -36,6 +37,16 @@ void with_un_fn(Un op, G&& g) {
       case Un::Sigmoid: return g([](T x) { return T(1) / (T(1) + std::exp(-x)); });
       case Un::Tanh: return g([](T x) { return std::tanh(x); });
       case Un::Reciprocal: return g([](T x) { return T(1) / x; });
+      case Un::Erf: return g([](T x) { return std::erf(x); });
+      // GELU as PyTorch's CPU kernel writes it: x/2 (1 + erf(x/sqrt2)), or
+      // the tanh approximation x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+      case Un::Gelu:
+        return g([](T x) { return x * T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2))); });
+      case Un::GeluTanh:
+        return g([](T x) {
+          const T k = T(M_SQRT2 * M_2_SQRTPI * 0.5);
+          return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+        });
       default: break;
     }
   }
@@ -103,6 +114,26 @@ std::unique_ptr<TileOp> un_tile(const NodeCtx& ctx) {
   std::unique_ptr<TileOp> r;
   with_un_fn<float>(OP, [&](auto f) { r = std::make_unique<UnaryTile<decltype(f)>>(f); });
   return r;
+}
+
+// gelu: the `approximate` attr picks the formula.
+Un gelu_kind(const NodeCtx& ctx) {
+  const std::string a = ctx.has_attr("approximate") ? ctx.attr_str("approximate") : "none";
+  if (a != "none" && a != "tanh") ctx.fail("approximate must be 'none' or 'tanh', got '" + a + "'");
+  return a == "tanh" ? Un::GeluTanh : Un::Gelu;
+}
+
+std::vector<TensorType> gelu_infer(const NodeCtx& ctx) {
+  gelu_kind(ctx);
+  return un_infer<Un::Gelu>(ctx);
+}
+
+std::unique_ptr<Kernel> gelu_make(const KernelCtx& kc) {
+  return gelu_kind(kc.node) == Un::Gelu ? un_make<Un::Gelu>(kc) : un_make<Un::GeluTanh>(kc);
+}
+
+std::unique_ptr<TileOp> gelu_tile(const NodeCtx& ctx) {
+  return gelu_kind(ctx) == Un::Gelu ? un_tile<Un::Gelu>(ctx) : un_tile<Un::GeluTanh>(ctx);
 }
 
 // clone and _to_copy between float32 and bool: 0/1 floats stay, a float
@@ -241,6 +272,10 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   r.add(un_def<Un::Sigmoid>("aten.sigmoid.default", "1 / (1 + exp(-self))" + fl));
   r.add(un_def<Un::Tanh>("aten.tanh.default", "tanh(self)" + fl));
   r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));
+  r.add(un_def<Un::Erf>("aten.erf.default", "error function erf(self)" + fl));
+  r.add(OpDef{"aten.gelu.default", "GELU: self/2 (1 + erf(self/sqrt2)), or with attr approximate 'tanh' "
+              "self/2 (1 + tanh(sqrt(2/pi) (self + 0.044715 self^3)))" + fl,
+              &gelu_infer, &gelu_make, false, &gelu_tile, true});
   r.add(un_def<Un::Sign>("aten.sign.default", "-1, 0 or 1 by sign of self (NaN -> 0); any dtype"));
   r.add(OpDef{"aten.clamp.default",
               "min(max(self, min), max) with attr min and/or max (null: no bound); NaN "

@@ -10,6 +10,8 @@ void register_batch_norm_ops(OpRegistry&);
 void register_matmul_ops(OpRegistry&);
 void register_elementwise_ops(OpRegistry&);
 void register_reduce_ops(OpRegistry&);
+void register_norm_ops(OpRegistry&);
+void register_softmax_ops(OpRegistry&);
 void register_index_ops(OpRegistry&);
 void register_shape_ops(OpRegistry&);
 void register_creation_ops(OpRegistry&);
@@ -25,6 +27,8 @@ const OpRegistry& OpRegistry::get() {
     register_matmul_ops(r);
     register_elementwise_ops(r);
     register_reduce_ops(r);
+    register_norm_ops(r);
+    register_softmax_ops(r);
     register_index_ops(r);
     register_shape_ops(r);
     register_creation_ops(r);

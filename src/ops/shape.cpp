@@ -1,8 +1,9 @@
 // Shape ops. view/_unsafe_view/reshape/unsqueeze/squeeze only reinterpret a
 // contiguous buffer: they set alias_input0 and their make() returns nullptr
 // (the executor binds input 0's memory and runs nothing). t, transpose,
-// permute, expand, cat, slice and select copy; they work on element bytes,
-// so one instantiation per element size covers every dtype.
+// permute, expand, as_strided, cat, stack, slice, select, unbind and
+// unsafe_split copy; they work on element bytes, so one instantiation per
+// element size covers every dtype.
 #include <algorithm>
 
 #include "ops/broadcast.h"
@@ -98,11 +99,12 @@ struct CopyKernel : Kernel {
   enum Kind { Memcpy, Transpose, BatchTranspose, Rows } kind = Rows;
   BcastPlan plan;  // one operand: the input's strides in output order
   int64_t N = 1, R = 1, C = 1;
+  int64_t offset = 0;  // first input element read (as_strided's storage_offset)
   void run(const Tensor* in, Tensor* out) override {
     if (!out[0].data) return;
     by_size(dtype_size(in[0].dtype), [&](auto tag) {
       using T = decltype(tag);
-      const T* x = static_cast<const T*>(in[0].data);
+      const T* x = static_cast<const T*>(in[0].data) + offset;
       T* o = static_cast<T*>(out[0].data);
       if (kind == Memcpy) {
         std::memcpy(o, x, sizeof(T) * plan.numel);
@@ -126,7 +128,8 @@ struct CopyKernel : Kernel {
 
 // Builds a copy kernel reading input element at sum(idx[j] * st[j]) for each
 // output index, merging dims that stay adjacent.
-std::unique_ptr<Kernel> strided_copy(const NodeCtx& ctx, const Shape& out, const std::vector<int64_t>& st) {
+std::unique_ptr<Kernel> strided_copy(const NodeCtx& ctx, const Shape& out, const std::vector<int64_t>& st,
+                                     int64_t offset = 0) {
   std::vector<int64_t> sz, ss;
   for (size_t j = 0; j < out.size(); ++j) {
     if (out[j] == 1) continue;
@@ -140,6 +143,7 @@ std::unique_ptr<Kernel> strided_copy(const NodeCtx& ctx, const Shape& out, const
   }
   if (sz.size() > static_cast<size_t>(kMaxDims)) ctx.fail("too many dims");
   auto k = std::make_unique<CopyKernel>();
+  k->offset = offset;
   BcastPlan& p = k->plan;
   p.nops = 1;
   p.rank = static_cast<int>(sz.size());
@@ -237,6 +241,46 @@ std::unique_ptr<Kernel> expand_make(const KernelCtx& kc) {
   const size_t lead = out.size() - in.size();
   for (size_t i = 0; i < in.size(); ++i) st[lead + i] = in[i] == 1 ? 0 : cs[i];
   return strided_copy(kc.node, out, st);
+}
+
+// ---- as_strided: out[idx] = flat(self)[storage_offset + sum idx[j] * stride[j]] ----
+// functionalize emits it for views it cannot name (split/chunk of a
+// contiguous tensor). Every tensor here is contiguous with offset 0, so the
+// storage is self's own buffer; reads outside it are rejected at verify.
+struct StridedArgs {
+  Shape size;
+  std::vector<int64_t> stride;
+  int64_t offset;
+};
+
+StridedArgs strided_args(const NodeCtx& ctx) {
+  StridedArgs a{ctx.attr_ints("size"), ctx.attr_ints("stride"),
+                ctx.has_attr("storage_offset") ? ctx.attr_int("storage_offset") : 0};
+  if (a.size.size() != a.stride.size())
+    ctx.fail("size " + shape_str(a.size) + " and stride " + shape_str(a.stride) + " differ in rank");
+  if (a.offset < 0) ctx.fail("negative storage_offset " + std::to_string(a.offset));
+  int64_t last = a.offset;
+  for (size_t j = 0; j < a.size.size(); ++j) {
+    if (a.size[j] < 0 || a.stride[j] < 0)
+      ctx.fail("negative size or stride in size " + shape_str(a.size) + ", stride " + shape_str(a.stride));
+    if (a.size[j] == 0) last = -1;
+    if (last >= 0) last += (a.size[j] - 1) * a.stride[j];
+  }
+  if (last >= ctx.input(0).numel())
+    ctx.fail("size " + shape_str(a.size) + ", stride " + shape_str(a.stride) + ", offset " +
+             std::to_string(a.offset) + " reads element " + std::to_string(last) + " of " +
+             ctx.input(0).str());
+  return a;
+}
+
+std::vector<TensorType> as_strided_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  return {{ctx.input(0).dtype, strided_args(ctx).size}};
+}
+
+std::unique_ptr<Kernel> as_strided_make(const KernelCtx& kc) {
+  StridedArgs a = strided_args(kc.node);
+  return strided_copy(kc.node, a.size, a.stride, a.offset);
 }
 
 // ---- cat ----
@@ -393,6 +437,103 @@ std::unique_ptr<Kernel> select_make(const KernelCtx& kc) {
   return slice_kernel(kc.node.input(0).shape, dim, i, 1, 1);
 }
 
+// ---- stack: cat of unsqueeze(dim) ----
+std::vector<TensorType> stack_infer(const NodeCtx& ctx) {
+  if (ctx.num_inputs() == 0) ctx.fail("stack needs at least one tensor");
+  const TensorType& ref = ctx.input(0);
+  std::vector<TensorType> all;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (ctx.input(i).shape != ref.shape)
+      ctx.fail("stack inputs " + ref.str() + " and " + ctx.input(i).str() + " differ in shape");
+    all.push_back(ctx.input(i));
+    all.back().wrapped = false;
+  }
+  Shape out = ref.shape;
+  out.insert(out.begin() + wrap_dim(ctx, ctx.attr_int("dim"), rank_of(ref) + 1), ctx.num_inputs());
+  return {{result_type(all), out}};
+}
+
+std::unique_ptr<Kernel> stack_make(const KernelCtx& kc) {
+  const NodeCtx& ctx = kc.node;
+  const Shape& out = kc.outputs[0].shape;
+  const int64_t dim = wrap_dim(ctx, ctx.attr_int("dim"), static_cast<int64_t>(out.size()));
+  auto k = std::make_unique<CatKernel>();
+  k->O = shape_numel(Shape(out.begin(), out.begin() + dim));
+  k->I = shape_numel(Shape(out.begin() + dim + 1, out.end()));
+  k->K.assign(ctx.num_inputs(), 1);
+  return k;
+}
+
+// ---- unbind / unsafe_split: several slices of self along dim ----
+// out[j] is self[starts[j] : starts[j] + lens[j]] along dim (unbind: length
+// 1 and the dim dropped).
+struct SplitKernel : Kernel {
+  int64_t O, D, I;
+  std::vector<int64_t> starts, lens;
+  void run(const Tensor* in, Tensor* out) override {
+    const size_t es = dtype_size(in[0].dtype);
+    const char* x = static_cast<const char*>(in[0].data);
+    for (size_t j = 0; j < starts.size(); ++j) {
+      if (!out[j].data) continue;
+      char* o = static_cast<char*>(out[j].data);
+      const size_t row = static_cast<size_t>(lens[j] * I) * es;
+      const int64_t s0 = starts[j];
+      parallel_for(O, O * lens[j] * I > kParallelMin && O > 1, [&](int64_t ob) {
+        std::memcpy(o + ob * row, x + (ob * D + s0) * I * es, row);
+      });
+    }
+  }
+};
+
+// The pieces of self along dim: unbind (split_size 0) or chunks of
+// split_size, the last one shorter.
+std::pair<int64_t, std::vector<int64_t>> split_pieces(const NodeCtx& ctx, bool unbind) {
+  const TensorType& t = ctx.input(0);
+  if (t.shape.empty()) ctx.fail("cannot split a 0-d tensor");
+  int64_t dim = wrap_dim(ctx, ctx.attr_int("dim"), rank_of(t));
+  const int64_t n = t.shape[dim];
+  std::vector<int64_t> lens;
+  if (unbind) {
+    lens.assign(n, 1);
+  } else {
+    const int64_t sz = ctx.attr_int("split_size");
+    if (sz < 0 || (sz == 0 && n != 0)) ctx.fail("split_size must be positive, got " + std::to_string(sz));
+    for (int64_t at = 0; at < n || (n == 0 && lens.empty()); at += sz) lens.push_back(std::min(sz, n - at));
+  }
+  return {dim, lens};
+}
+
+template <bool Unbind>
+std::vector<TensorType> split_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  auto [dim, lens] = split_pieces(ctx, Unbind);
+  std::vector<TensorType> out;
+  for (int64_t len : lens) {
+    Shape s = ctx.input(0).shape;
+    if (Unbind) s.erase(s.begin() + dim);
+    else s[dim] = len;
+    out.push_back({ctx.input(0).dtype, s});
+  }
+  return out;
+}
+
+template <bool Unbind>
+std::unique_ptr<Kernel> split_make(const KernelCtx& kc) {
+  auto [dim, lens] = split_pieces(kc.node, Unbind);
+  const Shape& s = kc.node.input(0).shape;
+  auto k = std::make_unique<SplitKernel>();
+  k->O = shape_numel(Shape(s.begin(), s.begin() + dim));
+  k->D = s[dim];
+  k->I = shape_numel(Shape(s.begin() + dim + 1, s.end()));
+  int64_t at = 0;
+  for (int64_t len : lens) {
+    k->starts.push_back(at);
+    k->lens.push_back(len);
+    at += len;
+  }
+  return k;
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
@@ -410,6 +551,10 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, true});
   r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, true});
   r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.as_strided.default", "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.stack.default", "inputs (one shape) stacked along a new attr dim; dtypes promoted", &stack_infer, &stack_make, false, nullptr, false, true});
+  r.add(OpDef{"aten.unbind.int", "the slices self[i] along attr dim, one output each (copies); any dtype", &split_infer<true>, &split_make<true>, false, nullptr, false, true});
+  r.add(OpDef{"aten.unsafe_split.Tensor", "self cut along attr dim into pieces of split_size (the last shorter), one output each (copies); any dtype", &split_infer<false>, &split_make<false>, false, nullptr, false, true});
 }
 
 }  // namespace ts

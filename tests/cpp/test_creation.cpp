@@ -47,6 +47,10 @@ TEST(Creation, FullVariants) {
   auto bigf = run("aten.full.default", {{"size", {500, 300}}, {"fill_value", 0.25}}, {});
   for (int64_t i = 0; i < 150000; ++i) ASSERT_EQ(bigf[0].data<float>()[i], 0.25f);
   expect_error([&] { infer("aten.full.default", {{"size", {-1}}, {"fill_value", 1}}, {}); }, "negative size");
+  auto zs = run("aten.zeros.default", {{"size", {2, 3}}, {"dtype", nullptr}}, {});
+  EXPECT_EQ(zs[0].tensor().dtype, DType::F32);
+  expect_close(zs[0], std::vector<double>(6, 0), 0);
+  EXPECT_EQ(infer("aten.zeros.default", {{"size", {4}}, {"dtype", "int64"}}, {})[0].dtype, DType::I64);
 }
 
 TEST(Creation, Arange) {

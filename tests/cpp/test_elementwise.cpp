@@ -163,7 +163,9 @@ TEST(Elementwise, Unary) {
       {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
       {"tanh", [](double x) { return std::tanh(x); }},
       {"reciprocal", [](double x) { return 1 / x; }},
-      {"sign", [](double x) { return double((0 < x) - (x < 0)); }}};
+      {"sign", [](double x) { return double((0 < x) - (x < 0)); }},
+      {"erf", [](double x) { return std::erf(x); }},
+      {"gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }}};
   for (const auto& [name, ref] : ops) {
     const bool pos = name == "log" || name == "sqrt" || name == "rsqrt" || name == "reciprocal";
     for (DType dt : {DType::F32, DType::F64}) {
@@ -267,6 +269,46 @@ TEST(Elementwise, Where) {
   EXPECT_EQ(out[0].tensor().dtype, DType::F32);
   expect_close(out[0], {1, 0.25}, 0);
   expect_error([&] { infer("aten.where.self", {}, {tensor(DType::F32, {1}, {1}), c, c}); }, "must be bool");
+}
+
+TEST(Elementwise, GeluTanhApproximation) {
+  std::mt19937 rng(6);
+  for (DType dt : {DType::F32, DType::F64}) {
+    Arg a = random(dt, {1000}, rng, -6, 6);
+    auto out = run("aten.gelu.default", {{"approximate", "tanh"}}, {a});
+    std::vector<double> want;
+    const double k = std::sqrt(2 / M_PI);
+    for (double x : values(a)) want.push_back(0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x))));
+    expect_close(out[0], want, dt == DType::F32 ? 2e-6 : 1e-14, 1e-7);
+  }
+  expect_error([&] { infer("aten.gelu.default", {{"approximate", "fast"}}, {tensor(DType::F32, {1}, {1})}); },
+               "approximate must be 'none' or 'tanh', got 'fast'");
+}
+
+TEST(Elementwise, MaskedFill) {
+  std::mt19937 rng(12);
+  // mask broadcast against self, and self against mask (the result is both broadcast).
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3, 4}, {3, 4}}, {{2, 3, 4, 4}, {4, 4}}, {{3, 1}, {3, 5}}, {{300, 200}, {200}}, {{5}, {}}};
+  for (const auto& [ss, ms] : shapes) {
+    for (DType dt : {DType::F32, DType::F64, DType::I64, DType::Bool}) {
+      Arg self = random(dt, ss, rng), mask = random(DType::Bool, ms, rng);
+      const double v = dt == DType::Bool ? 1 : dt == DType::I64 ? -7 : -2.5;
+      auto out = run("aten.masked_fill.Scalar", {{"value", v}}, {self, mask});
+      EXPECT_EQ(out[0].tensor().dtype, dt);
+      Shape os = out[0].tensor().shape;
+      std::vector<double> want(out[0].numel());
+      auto sv = values(self), mv = values(mask);
+      for (int64_t i = 0; i < out[0].numel(); ++i)
+        want[i] = mv[bcast_index(i, os, ms)] ? v : sv[bcast_index(i, os, ss)];
+      expect_close(out[0], want, 0);
+    }
+  }
+  auto inf = run("aten.masked_fill.Scalar", {{"value", "-inf"}},
+                 {tensor(DType::F32, {3}, {1, 2, 3}), tensor(DType::Bool, {3}, {0, 1, 0})});
+  EXPECT_EQ(inf[0].data<float>()[1], -INFINITY);
+  expect_error([&] { infer("aten.masked_fill.Scalar", {{"value", 0}}, {tensor(DType::F32, {2}, {1, 2}), tensor(DType::F32, {2}, {1, 0})}); },
+               "input 1 must be bool");
 }
 
 TEST(Elementwise, Errors) {

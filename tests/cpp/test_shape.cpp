@@ -108,3 +108,70 @@ TEST(Shape, SliceAndSelect) {
   expect_error([&] { infer("aten.select.int", {{"dim", 0}, {"index", 4}}, {a}); }, "index 4 is out of range");
   expect_error([&] { infer("aten.slice.Tensor", {{"dim", 3}}, {a}); }, "dim 3 is out of range");
 }
+
+TEST(Shape, AsStrided) {
+  // functionalize's form of split(): three column blocks of a [2, 6] tensor.
+  Arg a = tensor(DType::F32, {2, 6}, iota(12));
+  for (int k = 0; k < 3; ++k) {
+    auto o = run("aten.as_strided.default", {{"size", {2, 2}}, {"stride", {6, 1}}, {"storage_offset", 2 * k}}, {a});
+    EXPECT_EQ(o[0].tensor().shape, (Shape{2, 2}));
+    expect_close(o[0], {2.0 * k, 2.0 * k + 1, 6 + 2.0 * k, 7 + 2.0 * k}, 0);
+  }
+  // A transposing, overlapping view of int64 data.
+  Arg b = tensor(DType::I64, {5}, iota(5));
+  expect_close(run("aten.as_strided.default", {{"size", {3, 2}}, {"stride", {1, 1}}, {"storage_offset", 1}}, {b})[0],
+               {1, 2, 2, 3, 3, 4}, 0);
+  expect_error([&] { infer("aten.as_strided.default", {{"size", {2, 2}}, {"stride", {6, 1}}, {"storage_offset", 5}}, {a}); },
+               "reads element 12 of float32[2, 6]");
+  expect_error([&] { infer("aten.as_strided.default", {{"size", {2}}, {"stride", {6, 1}}, {"storage_offset", 0}}, {a}); },
+               "differ in rank");
+}
+
+TEST(Shape, Stack) {
+  Arg a = tensor(DType::F32, {2, 2}, {1, 2, 3, 4}), b = tensor(DType::F32, {2, 2}, {5, 6, 7, 8});
+  auto s0 = run("aten.stack.default", {{"dim", 0}}, {a, b});
+  EXPECT_EQ(s0[0].tensor().shape, (Shape{2, 2, 2}));
+  expect_close(s0[0], {1, 2, 3, 4, 5, 6, 7, 8}, 0);
+  auto s1 = run("aten.stack.default", {{"dim", 1}}, {a, b});
+  expect_close(s1[0], {1, 2, 5, 6, 3, 4, 7, 8}, 0);
+  auto s2 = run("aten.stack.default", {{"dim", -1}}, {a, b, a});
+  EXPECT_EQ(s2[0].tensor().shape, (Shape{2, 2, 3}));
+  expect_close(s2[0], {1, 5, 1, 2, 6, 2, 3, 7, 3, 4, 8, 4}, 0);
+  expect_error([&] { infer("aten.stack.default", {{"dim", 0}}, {a, tensor(DType::F32, {4}, {1, 2, 3, 4})}); },
+               "differ in shape");
+}
+
+TEST(Shape, UnbindAndUnsafeSplit) {
+  Arg a = tensor(DType::I64, {3, 5}, iota(15));
+  auto u = run("aten.unbind.int", {{"dim", 1}}, {a});
+  ASSERT_EQ(u.size(), 5u);
+  EXPECT_EQ(u[2].tensor().shape, (Shape{3}));
+  expect_close(u[2], {2, 7, 12}, 0);
+  auto u0 = run("aten.unbind.int", {{"dim", 0}}, {a});
+  ASSERT_EQ(u0.size(), 3u);
+  expect_close(u0[1], {5, 6, 7, 8, 9}, 0);
+  auto sp = run("aten.unsafe_split.Tensor", {{"split_size", 2}, {"dim", 1}}, {a});
+  ASSERT_EQ(sp.size(), 3u);
+  EXPECT_EQ(sp[2].tensor().shape, (Shape{3, 1}));
+  expect_close(sp[0], {0, 1, 5, 6, 10, 11}, 0);
+  expect_close(sp[1], {2, 3, 7, 8, 12, 13}, 0);
+  expect_close(sp[2], {4, 9, 14}, 0);
+  // An LSTM's gate split: [B, 4H] into four [B, H].
+  Arg g = tensor(DType::F32, {2, 8}, iota(16));
+  auto gates = run("aten.unsafe_split.Tensor", {{"split_size", 2}, {"dim", 1}}, {g});
+  ASSERT_EQ(gates.size(), 4u);
+  expect_close(gates[3], {6, 7, 14, 15}, 0);
+  // Unused outputs (nullptr) are skipped.
+  std::vector<ts::Tensor> in = {a.tensor()};
+  HostTensor o0(DType::I64, {3, 2});
+  std::vector<ts::Tensor> out = {o0.view, ts::Tensor{}, ts::Tensor{}};
+  json attrs = {{"split_size", 2}, {"dim", 1}};
+  auto ctx = node_ctx("aten.unsafe_split.Tensor", attrs, {a});
+  auto types = op_def("aten.unsafe_split.Tensor").infer(ctx);
+  ts::KernelCtx kc{ctx, types, 1};
+  op_def("aten.unsafe_split.Tensor").make(kc)->run(in.data(), out.data());
+  EXPECT_EQ(o0.view.as<int64_t>()[3], 6);
+  expect_error([&] { infer("aten.unsafe_split.Tensor", {{"split_size", 0}, {"dim", 1}}, {a}); },
+               "split_size must be positive");
+  expect_error([&] { infer("aten.unbind.int", {{"dim", 0}}, {tensor(DType::F32, {}, {1})}); }, "0-d");
+}

@@ -51,6 +51,16 @@ def mnist_adadelta(artifacts):
     return artifacts("mnist_adadelta", os.path.join(ROOT, "examples", "mnist", "spec.py"), 5)
 
 
+@pytest.fixture(scope="session")
+def char_transformer(artifacts):
+    return artifacts("char_transformer", os.path.join(ROOT, "examples", "transformer", "spec.py"), 5)
+
+
+@pytest.fixture(scope="session")
+def char_lstm(artifacts):
+    return artifacts("char_lstm", os.path.join(ROOT, "examples", "lstm", "spec.py"), 5)
+
+
 def _write_idx(path, arr):
     import numpy as np
     arr = np.ascontiguousarray(arr, dtype=np.uint8)

@@ -35,6 +35,9 @@ def _consts():
 
 def _fills():
     out = []
+    op = "aten.zeros.default"
+    out += [op_case(op, size=sz, dtype=dt) for sz, dt in (([2, 3], None), ([4], I), ([], D), ([0, 5], B),
+                                                          ([129, 257], None))]
     op = "aten.scalar_tensor.default"
     out += [op_case(op, s=v, dtype=dt) for v, dt in ((2.5, None), (3, I), (1.5, D), (0, B), ("inf", None))]
     for op, extra in (("aten.new_full.default", {"fill_value": 1.5}), ("aten.new_zeros.default", {}),

@@ -147,7 +147,8 @@ def _unary():
         "sqrt": ("positive", 0, 0, True, True), "rsqrt": ("positive", 0, 0, True, True),
         "abs": ("normal", 0, 0, True, False), "relu": ("normal", 0, 0, True, False),
         "sigmoid": ("uniform", -20, 20, True, True), "tanh": ("uniform", -6, 6, True, True),
-        "reciprocal": ("normal", 0, 0, True, True), "sign": ("normal", 0, 0, True, True)}
+        "reciprocal": ("normal", 0, 0, True, True), "sign": ("normal", 0, 0, True, True),
+        "erf": ("uniform", -4, 4, True, True), "gelu": ("uniform", -6, 6, False, False)}
     for name, (kind, lo, hi, ints, bools) in spec.items():
         op = f"aten.{name}.default"
         out += [op_case(op, In(s, kind=kind, lo=lo, hi=hi)) for s in UNARY_SHAPES]
@@ -166,6 +167,28 @@ def _unary():
                 viewed("aten.slice.Tensor", {"dim": 0, "start": 1, "end": 100, "step": 3}, op,
                        In((10, 2), kind=kind, lo=lo, hi=hi)),
                 viewed("aten.expand.default", {"size": [4, 3]}, op, In((1, 3), kind=kind, lo=lo, hi=hi))]
+    return out
+
+
+def _gelu_masked_fill():
+    out = []
+    op = "aten.gelu.default"
+    out += [op_case(op, In(s, kind="uniform", lo=-6, hi=6), approximate="tanh") for s in UNARY_SHAPES]
+    out += [op_case(op, In((4, 6), kind="special"), approximate="tanh"),
+            op_case(op, In((3, 5), D), approximate="tanh"),
+            fused(op, In((1100,), kind="special")), fused(op, In((3, 5)), approximate="tanh")]
+    op = "aten.masked_fill.Scalar"
+    for dt, v in ((F, -2.5), (F, "-inf"), (D, 1.5), (I, -7), (B, True), (U8, 3), (I32, 2)):
+        out += [op_case(op, In((3, 4), dt, lo=0), In((3, 4), B), value=v),
+                op_case(op, In((2, 3, 4, 4), dt, lo=0), In((4, 4), B), value=v)]
+    out += [op_case(op, In((3, 1)), In((3, 5), B), value=0.0),  # self broadcast by the mask
+            op_case(op, In((129, 257)), In((257,), B), value=1.0),
+            op_case(op, In((5,)), In((), B), value=2.0),
+            op_case(op, In((4, 6), kind="special"), In((4, 6), B), value="nan"),
+            op_case(op, In((3, 4), I), In((3, 4), B), value=2),
+            viewed("aten.t.default", {}, op, In((4, 3)), In((3, 4), B), value=-1.0),
+            fused(op, In((1100,), kind="special"), In((1100,), B), value="-inf"),
+            fused(op, In((3, 5)), In((3, 5), B), value=0.5)]
     return out
 
 
@@ -242,7 +265,7 @@ def _tile_forms():
             fused("aten.where.self", In(s, B), In(()), In(s)),
             fused("aten.where.self", In(s, B), In(s), Scalar(0.0))]
     for name in ("neg", "exp", "expm1", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh",
-                 "reciprocal", "sign"):
+                 "reciprocal", "sign", "erf"):
         out += [fused(f"aten.{name}.default", In(big, kind="special")),
                 fused(f"aten.{name}.default", In(s, kind="uniform", lo=-3, hi=3))]
         if name not in ("neg", "relu", "abs", "sign"):
@@ -252,6 +275,17 @@ def _tile_forms():
             fused("aten._to_copy.default", In(s, kind="special"), dtype=B, bool_out=True),
             fused("aten._to_copy.default", In(s, B), dtype=F)]
     return out
+
+
+def _seq_negatives():
+    return [
+        neg_case("aten.gelu.default", In((3,)), approximate="fast",
+                 error="approximate must be 'none' or 'tanh', got 'fast'"),
+        neg_case("aten.masked_fill.Scalar", In((3,)), In((3,)), value=0.0,
+                 error="input 1 must be bool, got float32[3]"),
+        neg_case("aten.masked_fill.Scalar", In((3,)), In((4,), B), value=0.0,
+                 error="shapes cannot be broadcast together: [3] [4]"),
+    ]
 
 
 def _negatives():
@@ -291,4 +325,4 @@ def _negatives():
 
 def cases():
     return (_binary() + _scalar_variants() + _comparisons() + _where() + _unary() + _copies()
-            + _clamp() + _tile_forms() + _negatives())
+            + _clamp() + _tile_forms() + _negatives() + _gelu_masked_fill() + _seq_negatives())

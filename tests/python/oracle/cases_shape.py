@@ -123,5 +123,49 @@ def _negatives():
     ]
 
 
+def _seq_ops():
+    """as_strided (functionalize's split), stack, unbind, unsafe_split (an
+    LSTM's gates and time steps)."""
+    out = []
+    op = "aten.as_strided.default"
+    out += [op_case(op, In((2, 6), dt), size=[2, 2], stride=[6, 1], storage_offset=k)
+            for dt in DTYPES for k in (0, 2, 4)]
+    out += [op_case(op, In((4, 5, 24)), size=[4, 5, 8], stride=[120, 24, 1], storage_offset=16),
+            op_case(op, In((12,)), size=[3, 4], stride=[1, 3]),  # a transposed read
+            op_case(op, In((6,)), size=[3, 2], stride=[1, 1], storage_offset=1),  # overlapping
+            op_case(op, In((3, 4)), size=[], stride=[], storage_offset=5),
+            op_case(op, In((64, 32, 384)), size=[64, 32, 128], stride=[12288, 384, 1], storage_offset=256)]
+    op = "aten.stack.default"
+    out += [op_case(op, [In((2, 3), dt), In((2, 3), dt)], dim=0) for dt in DTYPES]
+    out += [op_case(op, [In((2, 3)) for _ in range(4)], dim=1),
+            op_case(op, [In((2, 3)), In((2, 3))], dim=-1),
+            op_case(op, [In(()), In(())], dim=0),
+            op_case(op, [In((3,))], dim=0),
+            op_case(op, [In((2, 3), I), In((2, 3), F)], dim=0),
+            op_case(op, [In((32, 256)) for _ in range(16)], dim=1)]
+    op = "aten.unbind.int"
+    out += [op_case(op, In((3, 4), dt), dim=d) for dt in (F, I, B) for d in (0, 1, -1)]
+    out += [op_case(op, In((16, 5, 7)), dim=1), op_case(op, In((1, 3)), dim=0)]
+    op = "aten.unsafe_split.Tensor"
+    out += [op_case(op, In((3, 8), dt), split_size=2, dim=1) for dt in (F, I, B)]
+    out += [op_case(op, In((3, 7)), split_size=3, dim=1),  # the last piece shorter
+            op_case(op, In((5, 4)), split_size=2, dim=0), op_case(op, In((5, 4)), split_size=9, dim=0),
+            op_case(op, In((32, 1024)), split_size=256, dim=1), op_case(op, In((0, 4)), split_size=2, dim=0)]
+    return out
+
+
+def _seq_negatives():
+    return [
+        neg_case("aten.as_strided.default", In((2, 6)), size=[2, 2], stride=[6, 1], storage_offset=5,
+                 error="size [2, 2], stride [6, 1], offset 5 reads element 12 of float32[2, 6]"),
+        neg_case("aten.stack.default", [In((2, 3)), In((3, 2))], dim=0,
+                 error="stack inputs float32[2, 3] and float32[3, 2] differ in shape"),
+        neg_case("aten.unbind.int", In(()), dim=0, error="cannot split a 0-d tensor"),
+        neg_case("aten.unsafe_split.Tensor", In((3, 4)), split_size=0, dim=1,
+                 error="split_size must be positive, got 0"),
+    ]
+
+
 def cases():
-    return _reshapes() + _transposes() + _cat() + _slices() + _negatives()
+    return (_reshapes() + _transposes() + _cat() + _slices() + _negatives() + _seq_ops()
+            + _seq_negatives())

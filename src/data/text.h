@@ -1,0 +1,40 @@
+// Character-level language modelling on a text file. Tokens are bytes (a
+// fixed vocabulary of 256, so no vocabulary travels with the artifact and
+// any file works, UTF-8 or not). A sample is a window of T+1 bytes: the
+// model input is its first T bytes, the target the last T (each byte's
+// successor), both int64. Windows start every T bytes, so each byte is
+// predicted once per epoch.
+//
+// Split: the last 10 % of the bytes (len / 10, rounded down) are the test
+// split, the rest the train split; windows never cross the cut.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace ts {
+
+struct TextDataset : Dataset {
+  std::string name;            // for messages: the file or corpus
+  std::vector<uint8_t> bytes;  // this split's bytes
+  int64_t T = 0;               // window length (model sequence length)
+
+  int64_t size() const override;
+  std::string describe() const override;
+  void check(int64_t batch, const TensorType& x, const TensorType& y) const override;
+  void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const override;
+};
+
+// Bytes [0, cut) for train, [cut, len) for test, cut = len - len / 10.
+TextDataset make_text_split(std::string name, const std::vector<uint8_t>& all, int64_t T, bool train);
+
+// The whole file.
+std::vector<uint8_t> read_text_file(const std::string& path);
+
+// Debian's fortune cookies (package `fortunes`): the plain fortune files in
+// `dir` (regular files, not *.dat or links), in name order, concatenated.
+std::vector<uint8_t> read_fortunes(const std::string& dir);
+
+}  // namespace ts
