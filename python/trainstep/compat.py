@@ -11,8 +11,10 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 
 # Ops the runtime runs as one kernel although torch._decomp has a
-# decomposition: theirs would make many passes over memory.
-# - aten._to_copy: besides, 1.13's decomposition (to prims.convert_element_type)
+# decomposition:
+# - softmax, log_softmax, layer-norm backward: torch._decomp's versions make
+#   many passes over memory;
+# - aten._to_copy: 1.13's decomposition (to prims.convert_element_type)
 #   fails under vmap on `0-d tensor * float`, which per-sample eval losses
 #   such as `0.9 * loss` hit;
 # - batch norm: one kernel each way instead of ~10 reductions and pointwise

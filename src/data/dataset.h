@@ -30,10 +30,10 @@ enum class Split { Train, Test };
 // The datasets the CLI knows, by spec string:
 //   fashion-mnist   the Debian dataset-fashion-mnist IDX files
 //   idx:DIR         MNIST-format IDX files in DIR
-//   autoencode:IMAGES  one of the above, each image its own float32 target
-//   friedman1[:SIGMA[:N_TRAIN[:N_TEST]]]  generated regression (data/synthetic.h)
 //   fortunes:T      Debian's fortune cookies as byte windows of length T (data/text.h)
 //   text:FILE:T     any file as byte windows of length T
+//   autoencode:IMAGES  one of the above, each image its own float32 target
+//   friedman1[:SIGMA[:N_TRAIN[:N_TEST]]]  generated regression (data/synthetic.h)
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split);
 
 // The spec strings open_dataset accepts, for help texts and errors.

@@ -15,27 +15,11 @@ namespace ts {
 namespace {
 
 constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
-constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
 std::optional<ImageDataset> open_images(const std::string& spec, bool train) {
   if (spec == "fashion-mnist") return load_idx_split(kFashionDir, train);
   if (spec.rfind("idx:", 0) == 0 && spec.size() > 4) return load_idx_split(spec.substr(4), train);
   return std::nullopt;
-}
-
-// "NAME:T" -> T, the window length of a text dataset (the model's sequence length).
-int64_t window_of(const std::string& spec, const std::string& num) {
-  size_t used = 0;
-  int64_t t = -1;
-  try {
-    t = std::stoll(num, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (num.empty() || used != num.size() || t <= 0)
-    fail("dataset '" + spec + "': '" + num + "' is not a window length (a positive integer: "
-         "the model's sequence length)");
-  return t;
 }
 
 std::vector<std::string> split_colons(const std::string& s) {
@@ -73,6 +57,23 @@ std::unique_ptr<Dataset> open_friedman1(const std::string& spec, bool train) {
   // Fixed seeds: the data is part of the benchmark, not of a run's --seed.
   return std::make_unique<Friedman1Dataset>(
       make_friedman1(train ? n_train : n_test, sigma, train ? 1 : 2));
+}
+
+constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
+
+// "NAME:T" -> T, the window length of a text dataset (the model's sequence length).
+int64_t window_of(const std::string& spec, const std::string& num) {
+  size_t used = 0;
+  int64_t t = -1;
+  try {
+    t = std::stoll(num, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (num.empty() || used != num.size() || t <= 0)
+    fail("dataset '" + spec + "': '" + num + "' is not a window length (a positive integer: "
+         "the model's sequence length)");
+  return t;
 }
 
 }  // namespace

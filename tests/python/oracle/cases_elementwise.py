@@ -325,4 +325,4 @@ def _negatives():
 
 def cases():
     return (_binary() + _scalar_variants() + _comparisons() + _where() + _unary() + _copies()
-            + _clamp() + _tile_forms() + _negatives() + _gelu_masked_fill() + _seq_negatives())
+            + _tile_forms() + _negatives() + _gelu_masked_fill() + _seq_negatives() + _clamp())
