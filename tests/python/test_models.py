@@ -21,7 +21,6 @@ reimplementation can match eager more closely than that:
 BatchNorm itself is checked tightly (1e-5, smooth activations, buffers and
 eval included) in test_batch_norm.py.
 """
-import json
 import os
 import re
 
@@ -42,17 +41,6 @@ MODELS = {
     "vae": (1e-3, "autoencode:idx:{small}", 2, True),
 }
 
-
-def _supported(op):
-    return op in {o["name"] for o in json.loads(run("ops", "--json").stdout)["ops"]}
-
-
-# The VAE splits its output into (recon, mu, logvar); 1.13's functionalize
-# writes that as aten.as_strided, which the seq branch adds to the runtime.
-NEEDS = {"vae": "aten.as_strided.default"}
-NAMES = [pytest.param(n, marks=pytest.mark.skipif(
-    n in NEEDS and not _supported(NEEDS[n]), reason=f"runtime lacks {NEEDS.get(n)}"))
-    for n in MODELS]
 
 
 def _verify(path, tol, *flags):
@@ -85,7 +73,7 @@ def model(artifacts):
     return get
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", list(MODELS))
 def test_verify_5_steps(model, name):
     tol = MODELS[name][0]
     for flags in ((), ("--no-fusion",)):
@@ -95,7 +83,7 @@ def test_verify_5_steps(model, name):
         assert max(losses.values()) <= 1e-5, losses
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", list(MODELS))
 def test_trains(model, name, small_data):
     _, data, epochs, test_drops = MODELS[name]
     data = data.format(small=small_data)
