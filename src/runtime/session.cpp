@@ -1,6 +1,9 @@
 #include "trainstep/session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "io/safetensors.h"
@@ -18,6 +21,54 @@ bool has_type(const Tensor& t, const TensorType& want) {
   return t.dtype == want.dtype && t.shape == want.shape;
 }
 
+size_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
+}
+
+// Index of the first NaN or inf element of t, or -1 (integer tensors: -1).
+// Blocks are scanned without an early exit so the loop vectorizes.
+template <class U>
+int64_t first_nonfinite_bits(const void* data, int64_t n, U exponent) {
+  const char* p = static_cast<const char*>(data);
+  constexpr int64_t kBlock = 1024;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    bool bad = false;
+    for (int64_t i = b; i < e; ++i) {
+      U u;
+      std::memcpy(&u, p + i * sizeof(U), sizeof(U));
+      bad |= (u & exponent) == exponent;  // all exponent bits set: inf or NaN
+    }
+    if (!bad) continue;
+    for (int64_t i = b; i < e; ++i) {
+      U u;
+      std::memcpy(&u, p + i * sizeof(U), sizeof(U));
+      if ((u & exponent) == exponent) return i;
+    }
+  }
+  return -1;
+}
+
+// A whole-string integer (std::stoll alone accepts "12abc").
+int64_t parse_int(const std::string& s) {
+  size_t pos = 0;
+  int64_t v = std::stoll(s, &pos);
+  if (pos != s.size()) throw std::invalid_argument(s);
+  return v;
+}
+
+int64_t first_nonfinite(const Tensor& t) {
+  if (t.dtype == DType::F32) return first_nonfinite_bits<uint32_t>(t.data, t.numel(), 0x7f800000u);
+  if (t.dtype == DType::F64)
+    return first_nonfinite_bits<uint64_t>(t.data, t.numel(), 0x7ff0000000000000ull);
+  return -1;
+}
+
+double element(const Tensor& t, int64_t i) {
+  return t.dtype == DType::F64 ? t.as<double>()[i] : t.as<float>()[i];
+}
+
 std::vector<int> slots_of(const Function& f, const char* role) {
   std::vector<int> r;
   for (size_t i = 0; i < f.inputs.size(); ++i)
@@ -29,6 +80,27 @@ std::vector<int> slots_of(const Function& f, const char* role) {
 }
 }  // namespace
 
+size_t parse_memory_size(const std::string& text) {
+  size_t pos = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::logic_error&) {
+  }
+  std::string unit = text.substr(std::min(pos, text.size()));
+  if (unit.size() == 3 && unit.substr(1) == "iB") unit = unit.substr(0, 1);
+  if (unit.size() == 2 && unit[1] == 'B') unit = unit.substr(0, 1);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "k") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (!(v > 0) || scale == 0 || !std::isfinite(v * scale) || v * scale >= 0x1p63)
+    fail("bad memory size '" + text + "' (expected e.g. 512M, 2G, 1.5GiB or a byte count)");
+  return static_cast<size_t>(v * scale);
+}
+
 std::unique_ptr<Session> Session::open(const std::string& path, SessionOptions o) {
   auto a = std::make_shared<Artifact>(load_artifact(path));
   return std::make_unique<Session>(std::move(a), o);
@@ -37,10 +109,27 @@ std::unique_ptr<Session> Session::open(const std::string& path, SessionOptions o
 Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     : artifact_(std::move(a)), opts_(o) {
   const Program& p = artifact_->program;
+  // Sizes are checked against the memory limit before anything is allocated.
+  const size_t limit = o.max_memory ? o.max_memory : physical_memory();
+  const std::string limit_text =
+      "the memory limit of " + bytes_str(limit) + " (" + std::to_string(limit) + " bytes, " +
+      (o.max_memory ? "--max-memory)" : "the machine's physical memory; see --max-memory)");
+  for (const auto& s : p.state) state_bytes_ += s.type.nbytes();
+  if (state_bytes_ > limit)
+    fail(artifact_->path + ": the state needs " + bytes_str(state_bytes_) + ", more than " +
+         limit_text);
+  for (const auto& [fname, f] : p.functions)
+    for (size_t v = 0; v < f.value_types.size(); ++v)
+      if (f.value_types[v].nbytes() > limit) {
+        const int at = f.producer[v];
+        fail(artifact_->path + ": function '" + fname + "': value '" + f.value_names[v] + "'" +
+             (at >= 0 ? " (node '" + f.nodes[at].name + "', " + f.nodes[at].op + ")" : "") +
+             " is " + f.value_types[v].str() + ", " + bytes_str(f.value_types[v].nbytes()) +
+             ", more than " + limit_text);
+      }
   for (const auto& s : p.state) {
     names_.push_back(s.name);
     state_.emplace(s.name, HostTensor(s.type.dtype, s.type.shape));
-    state_bytes_ += s.type.nbytes();
   }
   reset_state();
   lr_ = p.optimizer.value("lr", 0.0);
@@ -56,8 +145,19 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   const Function& ef = *eval_fn_;
   // In place: new state is written into state_'s buffers where the plan
   // allows (the copy-back below then finds equal pointers and skips).
-  train_ = std::make_unique<Executor>(tf, o.threads, o.compile.inplace);
-  eval_ = std::make_unique<Executor>(ef, o.threads, o.compile.inplace);
+  // Skipping a non-finite step needs the old state to survive the step, so
+  // that mode does not donate.
+  const bool donate = o.on_nonfinite != NonFinite::Skip;
+  MemoryPlan train_plan = plan_memory(tf, o.compile.inplace, donate);
+  MemoryPlan eval_plan = plan_memory(ef, o.compile.inplace, donate);
+  const size_t need = state_bytes_ + train_plan.arena_bytes + eval_plan.arena_bytes;
+  if (need > limit)
+    fail(artifact_->path + ": the session needs " + bytes_str(need) + " (" + std::to_string(need) +
+         " bytes: state " + bytes_str(state_bytes_) + ", train_step arena " +
+         bytes_str(train_plan.arena_bytes) + ", eval_step arena " +
+         bytes_str(eval_plan.arena_bytes) + "), more than " + limit_text);
+  train_ = std::make_unique<Executor>(tf, o.threads, std::move(train_plan));
+  eval_ = std::make_unique<Executor>(ef, o.threads, std::move(eval_plan));
   for (auto* ex : {train_.get(), eval_.get()}) {
     const Function& f = ex->function();
     for (size_t i = 0; i < f.inputs.size(); ++i) {
@@ -82,8 +182,13 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
       eval_sample_loss_ < 0)
     fail(artifact_->path + ": the step signatures lack a target, loss or output");
   for (size_t i = 0; i < tf.outputs.size(); ++i)
-    if (tf.outputs[i].role == "state")
-      train_state_out_.emplace_back(int(i), &state_.at(tf.outputs[i].state).view);
+    if (tf.outputs[i].role == "state") {
+      const StateSpec* spec = p.find_state(tf.outputs[i].state);
+      if (!spec)
+        fail(artifact_->path + ": train_step returns unknown state '" + tf.outputs[i].state + "'");
+      train_state_out_.emplace_back(int(i), &state_.at(spec->name).view);
+      train_state_spec_.push_back(spec);
+    }
 }
 
 Session::~Session() = default;
@@ -133,12 +238,48 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_;
   train_->run();
+  const float loss = *train_->output(train_loss_).as<float>();
+  last_skipped_ = false;
+  if (opts_.on_nonfinite != NonFinite::Ignore) {
+    std::string bad = find_nonfinite();  // empty (no allocation) when all is finite
+    if (!bad.empty()) {
+      if (opts_.on_nonfinite == NonFinite::Stop)
+        fail("step " + std::to_string(step_) + ": " + bad +
+             " (--on-nonfinite skip drops such steps instead)");
+      // Skip: the old state is intact (no donation); drop the new one.
+      ++skipped_;
+      ++step_;
+      last_skipped_ = true;
+      return loss;
+    }
+  }
   copy_out_state();
   ++step_;
-  return *train_->output(train_loss_).as<float>();
+  return loss;
+}
+
+std::string Session::find_nonfinite() const {
+  auto describe = [](const Tensor& t, int64_t i) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%g", element(t, i));
+    return std::string(b) + (t.shape.empty() ? "" : " at element " + std::to_string(i));
+  };
+  const Tensor& loss = train_->output(train_loss_);
+  if (int64_t i = first_nonfinite(loss); i >= 0) return "the loss is " + describe(loss, i);
+  for (size_t k = 0; k < train_state_out_.size(); ++k) {
+    const Tensor& t = train_->output(train_state_out_[k].first);
+    if (int64_t i = first_nonfinite(t); i >= 0)
+      return "the new value of '" + train_state_spec_[k]->name + "' (" +
+             train_state_spec_[k]->kind + ") is " + describe(t, i);
+  }
+  return {};
 }
 
 void Session::set_profiling(bool on) { train_->set_profiling(on); }
+
+size_t Session::memory_bytes() const {
+  return state_bytes_ + train_->arena_bytes() + eval_->arena_bytes();
+}
 
 // New state goes back into the state buffers (outputs written in place are
 // skipped). A new value may *be* another state's old buffer (after
@@ -195,6 +336,7 @@ void Session::save_checkpoint(const std::string& path,
   meta["model"] = program().name;
   meta["step"] = std::to_string(step_);
   meta["seed"] = std::to_string(seed_);
+  meta["nonfinite_skips"] = std::to_string(skipped_);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", lr_);
   meta["lr"] = buf;
@@ -229,19 +371,24 @@ std::map<std::string, std::string> Session::load_checkpoint(const std::string& p
     if (m == ck.metadata.end()) fail(path + ": checkpoint metadata lacks '" + k + "'");
     return m->second;
   };
-  int64_t step, seed;
+  int64_t step, seed, skipped = 0;
   double lr;
   try {
-    step = std::stoll(num("step"));
-    seed = std::stoll(num("seed"));
+    step = parse_int(num("step"));
+    seed = parse_int(num("seed"));
     lr = std::stod(num("lr"));
+    if (ck.metadata.count("nonfinite_skips")) skipped = parse_int(ck.metadata["nonfinite_skips"]);
   } catch (const std::logic_error&) {
-    fail(path + ": checkpoint metadata has a malformed step, seed or lr");
+    fail(path + ": checkpoint metadata has a malformed step, seed, lr or nonfinite_skips");
   }
+  if (step < 0 || skipped < 0 || skipped > step)
+    fail(path + ": checkpoint metadata has a negative step or more skipped steps than steps");
   for (const auto& n : names_) set_state(n, ck.find(n)->view);
   step_ = step;
   seed_ = seed;
   lr_ = lr;
+  skipped_ = skipped;
+  last_skipped_ = false;
   return ck.metadata;
 }
 
