@@ -31,6 +31,17 @@ void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
          },
          "bound on state + step arenas, e.g. 2G (default: physical memory)")
       ->type_name("SIZE");
+  cmd->add_option_function<std::string>(
+         "--on-nonfinite",
+         [&o](const std::string& v) {
+           o.on_nonfinite = v == "skip"  ? ts::NonFinite::Skip
+                            : v == "off" ? ts::NonFinite::Ignore
+                                         : ts::NonFinite::Stop;
+         },
+         "after each train step, if the loss or a new state tensor is NaN/inf: stop (default) "
+         "fails naming the step and tensor; skip keeps the old state and counts the step; off "
+         "does not check")
+      ->check(CLI::IsMember({"stop", "skip", "off"}));
 }
 
 namespace {
@@ -90,14 +101,6 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--keep", o->keep, "periodic checkpoints to keep (default 3)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
-  cmd->add_option_function<std::string>(
-         "--on-nonfinite",
-         [c](const std::string& v) {
-           c->session.on_nonfinite = v == "skip" ? ts::NonFinite::Skip : ts::NonFinite::Stop;
-         },
-         "stop (default): fail naming the step and the first non-finite tensor (loss, then new "
-         "state); skip: keep the old state for that step and count it")
-      ->check(CLI::IsMember({"stop", "skip"}));
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);

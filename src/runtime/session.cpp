@@ -9,6 +9,7 @@
 #include "io/safetensors.h"
 #include "runtime/artifact.h"
 #include "runtime/executor.h"
+#include "runtime/nonfinite.h"
 
 namespace ts {
 
@@ -26,43 +27,12 @@ size_t physical_memory() {
   return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
 }
 
-// Index of the first NaN or inf element of t, or -1 (integer tensors: -1).
-// Blocks are scanned without an early exit so the loop vectorizes.
-template <class U>
-int64_t first_nonfinite_bits(const void* data, int64_t n, U exponent) {
-  const char* p = static_cast<const char*>(data);
-  constexpr int64_t kBlock = 1024;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    bool bad = false;
-    for (int64_t i = b; i < e; ++i) {
-      U u;
-      std::memcpy(&u, p + i * sizeof(U), sizeof(U));
-      bad |= (u & exponent) == exponent;  // all exponent bits set: inf or NaN
-    }
-    if (!bad) continue;
-    for (int64_t i = b; i < e; ++i) {
-      U u;
-      std::memcpy(&u, p + i * sizeof(U), sizeof(U));
-      if ((u & exponent) == exponent) return i;
-    }
-  }
-  return -1;
-}
-
 // A whole-string integer (std::stoll alone accepts "12abc").
 int64_t parse_int(const std::string& s) {
   size_t pos = 0;
   int64_t v = std::stoll(s, &pos);
   if (pos != s.size()) throw std::invalid_argument(s);
   return v;
-}
-
-int64_t first_nonfinite(const Tensor& t) {
-  if (t.dtype == DType::F32) return first_nonfinite_bits<uint32_t>(t.data, t.numel(), 0x7f800000u);
-  if (t.dtype == DType::F64)
-    return first_nonfinite_bits<uint64_t>(t.data, t.numel(), 0x7ff0000000000000ull);
-  return -1;
 }
 
 double element(const Tensor& t, int64_t i) {
@@ -265,10 +235,10 @@ std::string Session::find_nonfinite() const {
     return std::string(b) + (t.shape.empty() ? "" : " at element " + std::to_string(i));
   };
   const Tensor& loss = train_->output(train_loss_);
-  if (int64_t i = first_nonfinite(loss); i >= 0) return "the loss is " + describe(loss, i);
+  if (int64_t i = first_nonfinite(loss, opts_.threads); i >= 0) return "the loss is " + describe(loss, i);
   for (size_t k = 0; k < train_state_out_.size(); ++k) {
     const Tensor& t = train_->output(train_state_out_[k].first);
-    if (int64_t i = first_nonfinite(t); i >= 0)
+    if (int64_t i = first_nonfinite(t, opts_.threads); i >= 0)
       return "the new value of '" + train_state_spec_[k]->name + "' (" +
              train_state_spec_[k]->kind + ") is " + describe(t, i);
   }

@@ -12,6 +12,7 @@
 #include "ir/program.h"
 #include "runtime/executor.h"
 #include "runtime/memory_plan.h"
+#include "runtime/nonfinite.h"
 #include "test_util.h"
 #include "tiny_artifact.h"
 #include "train/checkpoints.h"
@@ -222,4 +223,24 @@ TEST(StopSignalsDeathTest, FirstSetsTheFlagSecondExits) {
         _exit(2);  // not reached
       },
       testing::ExitedWithCode(128 + SIGINT), "stopping after the current step");
+}
+
+TEST(NonFinite, ScanFindsTheFirstBadElement) {
+  for (int threads : {1, 2}) {
+    HostTensor f(DType::F32, {1 << 18}), d(DType::F64, {5}), i(DType::I64, {3});
+    EXPECT_EQ(ts::first_nonfinite(f.view, threads), -1);
+    f.view.as<float>()[200000] = NAN;  // past the parallel threshold, in the second half
+    f.view.as<float>()[250000] = -INFINITY;
+    EXPECT_EQ(ts::first_nonfinite(f.view, threads), 200000);
+    f.view.as<float>()[3] = INFINITY;
+    EXPECT_EQ(ts::first_nonfinite(f.view, threads), 3);
+    f.view.as<float>()[3] = 3.4e38f;  // the largest finite values are finite
+    f.view.as<float>()[200000] = -3.4e38f;
+    EXPECT_EQ(ts::first_nonfinite(f.view, threads), 250000);
+    d.view.as<double>()[4] = NAN;
+    d.view.as<double>()[2] = 1e308;
+    EXPECT_EQ(ts::first_nonfinite(d.view, threads), 4);
+    i.view.as<int64_t>()[0] = -1;  // all exponent bits set, but an integer
+    EXPECT_EQ(ts::first_nonfinite(i.view, threads), -1);
+  }
 }
