@@ -213,7 +213,6 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
   if (nb == 0) fail("the training set has fewer samples than one batch");
   const bool tty = isatty(fileno(stderr));
-  if (!dir.empty()) make_checkpoint_dir(dir);
 
   const int64_t last_epoch = auto_resume ? o.epochs : rp.epoch + o.epochs;
   double loss_sum = rp.epoch_loss_sum;
@@ -233,6 +232,7 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     const std::string path = checkpoint_path(dir, s.step());
     const Position here{s.step(), epochs_done, batch};
     if (!(here < written) && !(written < here)) return path;  // already written
+    make_checkpoint_dir(dir);
     s.save_checkpoint(path, meta(epochs_done, batch));
     prune_checkpoints(dir, o.keep);
     written = here;
