@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes docs/ops.md from the runtime's registry (`trainstep ops --json`),
-with the tests that exercise each op (files under tests/ naming it).
+with each op's oracle cases (tests/python/oracle/cases_*.py, run against
+PyTorch by tests/python/test_oracle_ops.py) and the other tests naming it.
 
 Usage: scripts/gen_ops_doc.py [--check]   (--check: exit 1 if docs/ops.md is stale)
 """
@@ -28,6 +29,20 @@ def tests_naming(op):
     return hits
 
 
+def oracle_counts():
+    """op -> (positive cases, negative cases, {case files}) from the oracle tables."""
+    sys.path[:0] = [os.path.join(ROOT, "tests", "python"), os.path.join(ROOT, "python")]
+    from oracle import harness
+    cases, negs = harness.collect()
+    out = {}
+    for c in cases + negs:
+        pos, neg, files = out.get(c.op, (0, 0, set()))
+        files.add(os.path.basename(c.source))
+        is_neg = isinstance(c, harness.Neg)
+        out[c.op] = (pos + (not is_neg), neg + is_neg, files)
+    return out
+
+
 def render(binary):
     ops = json.loads(subprocess.run([binary, "ops", "--json"], check=True, capture_output=True,
                                     text=True).stdout)["ops"]
@@ -36,11 +51,18 @@ def render(binary):
              "`trainstep ops` prints the same list. The exporter refuses any op not listed here.",
              "Every op also runs inside the whole-step parity tests "
              "(`tests/python/test_parity.py`) when a model uses it.", "",
-             f"{len(ops)} ops.", "", "| op | what it does | unit tests |", "|---|---|---|"]
+             "The oracle column counts each op's cases in `tests/python/oracle/` "
+             "(positive + negative), compared with PyTorch eager by "
+             "`tests/python/test_oracle_ops.py`.", "",
+             f"{len(ops)} ops.", "", "| op | what it does | oracle cases | unit tests |",
+             "|---|---|---|---|"]
+    counts = oracle_counts()
     for op in sorted(ops, key=lambda o: o["name"]):
         tests = ", ".join(f"`{t}`" for t in tests_naming(op["name"])) or "—"
         doc = op["doc"].replace("|", "\\|")
-        lines.append(f"| `{op['name']}` | {doc} | {tests} |")
+        pos, neg, files = counts.get(op["name"], (0, 0, set()))
+        oracle = (f"{pos} + {neg} (" + ", ".join(f"`{f}`" for f in sorted(files)) + ")") if pos + neg else "—"
+        lines.append(f"| `{op['name']}` | {doc} | {oracle} | {tests} |")
     return "\n".join(lines) + "\n"
 
 

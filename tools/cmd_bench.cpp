@@ -1,4 +1,5 @@
-// `trainstep bench ARTIFACT`: times train_step on the artifact's golden batch.
+// `trainstep bench ARTIFACT`: times train_step on the artifact's golden batch
+// (or, with --accumulate N, N grad_steps and one apply_grads).
 // Prints the train_step memory plan, then the timings. Final line:
 // step_ms_median=<x>. --profile adds time per op and the share
 // of the step spent outside the kernels.
@@ -61,7 +62,11 @@ void add_bench(CLI::App& app, Action& action) {
   auto warmup = std::make_shared<int>(5);
   auto sopts = std::make_shared<ts::SessionOptions>();
   auto profile = std::make_shared<bool>(false);
+  auto accumulate = std::make_shared<int>(0);
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
+  cmd->add_option("--accumulate", *accumulate,
+                  "time a step of N grad_steps + apply_grads instead (artifact with --grads)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", *steps, "timed steps")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", *warmup, "untimed steps first");
   add_session_flags(cmd, *sopts);
@@ -77,7 +82,15 @@ void add_bench(CLI::App& app, Action& action) {
       for (int i = 0; a.tensors.find("golden/step0/input" + std::to_string(i)); ++i)
         xs.push_back(a.tensor("golden/step0/input" + std::to_string(i)).view);
       const ts::Tensor& y = a.tensor("golden/step0/target").view;
-      for (int i = 0; i < *warmup; ++i) s->train_step(xs, y);
+      const int accum = *accumulate;
+      auto step = [&] {
+        if (accum == 0) return s->train_step(xs, y);
+        float l = 0;
+        for (int k = 0; k < accum; ++k) l += s->grad_step(xs, y);
+        s->apply_grads();
+        return l / accum;
+      };
+      for (int i = 0; i < *warmup; ++i) step();
       s->set_profiling(*profile);
       size_t state_bytes = 0;
       for (const auto& n : s->state_names()) state_bytes += s->state(n).nbytes();
@@ -87,7 +100,7 @@ void add_bench(CLI::App& app, Action& action) {
       double total = 0;
       for (int i = 0; i < *steps; ++i) {
         auto t = clock::now();
-        s->train_step(xs, y);
+        step();
         double d = std::chrono::duration<double>(clock::now() - t).count();
         total += d;
         ms.push_back(1e3 * d);
@@ -99,7 +112,11 @@ void add_bench(CLI::App& app, Action& action) {
                   path->c_str(), compile_s, *steps, (long long)s->batch_size(), ms.front(),
                   pct(0.1), pct(0.5), pct(0.9), ms.back(),
                   s->batch_size() * 1e3 / pct(0.5));
-      if (*profile) print_profile(s->train_executor(), *steps, total);
+      if (*profile) {
+        print_profile(s->train_executor(), *steps, total);
+        std::printf("%s", ts::memory_peak_report(s->train_executor().function(),
+                                                 s->train_executor().plan()).c_str());
+      }
       std::printf("step_ms_median=%.3f\n", pct(0.5));
       return 0;
     };

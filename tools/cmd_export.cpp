@@ -68,34 +68,49 @@ std::string python_dir(const std::string& exe) {
 
 }  // namespace
 
+int run_python(const char* argv0, const std::vector<std::string>& module_args) {
+  std::string exe = self_path(argv0);
+  std::string pydir = python_dir(exe);
+  const char* old = std::getenv("PYTHONPATH");
+  std::string pp = pydir + (old && *old ? ":" + std::string(old) : "");
+  setenv("PYTHONPATH", pp.c_str(), 1);
+  setenv("TRAINSTEP_BIN", exe.c_str(), 1);
+  std::string py = find_python();
+  std::vector<std::string> args{py, "-m"};
+  args.insert(args.end(), module_args.begin(), module_args.end());
+  int rc = spawn_wait(args, false);
+  if (rc < 0) ts::fail("cannot run the Python side with '" + py + "'");
+  return rc;
+}
+
 void add_export(CLI::App& app, Action& action, const char* argv0) {
   auto* cmd = app.add_subcommand("export", "Capture a spec's whole training step as an artifact");
   auto spec = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto steps = std::make_shared<int>(-1);
   auto seed = std::make_shared<int>(0);
+  auto grads = std::make_shared<bool>(false);
+  auto trace = std::make_shared<bool>(false);
   cmd->add_option("spec", *spec, "SPEC.py defining build() -> trainstep.TrainSpec")->required();
   cmd->add_option("--out,-o", *out, "artifact to write (NAME.tstep)")->required();
   cmd->add_option("--golden-steps", *steps, "eager steps recorded for verify (default: spec's, 3)");
   cmd->add_option("--seed", *seed, "RNG seed of the golden trace");
+  cmd->add_flag("--grads", *grads,
+                "also export grad_step and apply_step: gradient accumulation (train "
+                "--accumulate) and gradients by name (Session::grad)");
+  cmd->add_flag("--trace-values", *trace,
+                "also record every train_step node's eager value on golden step 0 (verify --trace)");
   cmd->callback([=, &action] {
     action = [=] {
-      std::string exe = self_path(argv0);
-      std::string pydir = python_dir(exe);
-      const char* old = std::getenv("PYTHONPATH");
-      std::string pp = pydir + (old && *old ? ":" + std::string(old) : "");
-      setenv("PYTHONPATH", pp.c_str(), 1);
-      setenv("TRAINSTEP_BIN", exe.c_str(), 1);
-      std::string py = find_python();
-      std::vector<std::string> args{py, "-m", "trainstep.export", *spec, "--out", *out,
+      std::vector<std::string> args{"trainstep.export", *spec, "--out", *out,
                                     "--seed", std::to_string(*seed)};
+      if (*grads) args.push_back("--grads");
+      if (*trace) args.push_back("--trace-values");
       if (*steps >= 0) {
         args.push_back("--golden-steps");
         args.push_back(std::to_string(*steps));
       }
-      int rc = spawn_wait(args, false);
-      if (rc < 0) ts::fail("cannot run the Python exporter with '" + py + "'");
-      return rc;
+      return run_python(argv0, args);
     };
   });
 }

@@ -4,21 +4,63 @@
 
 #include "commands.h"
 #include "ir/program.h"
+#include "ir/text.h"
+#include "passes/pipeline.h"
 #include "runtime/artifact.h"
 
 namespace tscli {
 
+namespace {
+
+// The optimizer, one line per param group; the raw JSON when it is not in
+// the shape the exporter writes (older artifacts, hand-made ones).
+std::string optimizer_summary(const ts::json& opt) {
+  try {
+    if (!opt.contains("groups")) return "optimizer: " + opt.dump() + "\n";
+    std::string s = "optimizer: " + opt.at("type").get<std::string>() + ", lr " +
+                    opt.at("lr").dump() + "\n";
+    int gi = 0;
+    for (const auto& g : opt.at("groups")) {
+      ts::json o = g.at("options");
+      o.erase("lr");
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "  group %d: %zu params, %zu updated, lr x ", gi++,
+                    g.at("params").size(), g.at("updated").size());
+      s += buf + g.at("lr_scale").dump() + ", " + o.dump() + "\n";
+    }
+    return s;
+  } catch (const ts::json::exception&) {
+    return "optimizer: " + opt.dump() + "\n";
+  }
+}
+
+}  // namespace
+
 void add_inspect(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("inspect", "Functions, signature, op histogram, state size");
   auto path = std::make_shared<std::string>();
+  auto ir = std::make_shared<std::string>();
+  auto sopts = std::make_shared<ts::SessionOptions>();
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
+  cmd->add_option("--ir", *ir,
+                  "print FUNCTION (train_step, eval_step) as IR text after the compiler's passes "
+                  "(as --no-fusion/--no-inplace/--no-cleanup leave them)");
+  add_session_flags(cmd, *sopts);
   cmd->callback([=, &action] {
     action = [=] {
       ts::Artifact a = ts::load_artifact(*path);
       const ts::Program& p = a.program;
+      if (!ir->empty()) {
+        ts::Function f = p.function(*ir);
+        ts::optimize(f, sopts->compile);
+        std::printf("%s", ts::print_function(f).c_str());
+        return 0;
+      }
       std::printf("artifact %s: model %s, format version %d, batch %lld\n", path->c_str(),
                   p.name.c_str(), p.version, (long long)p.batch_size);
-      std::printf("optimizer: %s\n", p.optimizer.dump().c_str());
+      std::printf("%s", optimizer_summary(p.optimizer).c_str());
+      for (const auto& [alias, target] : p.aliases)
+        std::printf("tied: %s is %s\n", alias.c_str(), target.c_str());
       std::map<std::string, int64_t> count, bytes;
       for (const auto& s : p.state) {
         count[s.kind] += s.type.numel();

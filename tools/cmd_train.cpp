@@ -101,6 +101,10 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--keep", o->keep, "periodic checkpoints to keep (default 3)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
+  cmd->add_option("--accumulate", o->accumulate,
+                  "average the gradients of N batches per optimizer step (artifact exported "
+                  "with --grads)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);

@@ -1,6 +1,10 @@
 // `trainstep verify ARTIFACT`: replays the golden trace (eager PyTorch, same
 // RNG) in C++ and compares every loss, every final state tensor and the eval
 // outputs. Final line: "verify: ok" or "verify: FAILED <what>".
+//
+// --trace first runs golden step 0 through the unoptimised train_step and
+// compares every node's value with the eager value the exporter recorded
+// (`export --trace-values`), reporting the first node that diverges.
 #include <cmath>
 #include <cstdio>
 
@@ -8,6 +12,7 @@
 #include "trainstep/error.h"
 #include "ir/program.h"
 #include "runtime/artifact.h"
+#include "runtime/executor.h"
 #include "trainstep/session.h"
 
 namespace tscli {
@@ -46,6 +51,78 @@ Diff compare(const ts::Tensor& got, const ts::Tensor& want, const std::string& w
   return d;
 }
 
+bool within(const Diff& d, double tol) {
+  return !d.nonfinite && d.max_abs <= tol * std::max(d.scale, 1e-12);
+}
+
+// Runs golden step 0 through train_step as exported (no passes, so every
+// node keeps its name) and compares each node's outputs with the recorded
+// eager values "trace/train_step/<value>". Returns the first diverging
+// node's description, or "" when every recorded value matches.
+std::string trace_step0(const ts::Artifact& a, double tol, int threads, bool quiet) {
+  const std::string prefix = "trace/train_step/";
+  bool any = false;
+  for (const auto& [name, t] : a.tensors.tensors) any |= name.rfind(prefix, 0) == 0;
+  if (!any)
+    ts::fail(a.path + ": the artifact has no recorded trace (export it with --trace-values)");
+  const ts::json& g = a.program.golden;
+  const ts::Function& f = a.program.function("train_step");
+  ts::Executor ex(f, threads, false);
+  float lr = static_cast<float>(g.value("lr", 0.0));
+  int64_t seed = g.value("seed", int64_t(0)), offset = g.value("offset", int64_t(0));
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    const ts::Port& p = f.inputs[i];
+    void* data = nullptr;
+    if (p.role == "state") data = a.tensor("state/" + p.state).view.data;
+    else if (p.role == "lr") data = &lr;
+    else if (p.role == "rng_seed") data = &seed;
+    else if (p.role == "rng_offset") data = &offset;
+    else if (p.role == "input") data = a.tensor("golden/step0/input" + std::to_string(p.index)).view.data;
+    else if (p.role == "target") data = a.tensor("golden/step0/target").view.data;
+    else ts::fail(a.path + ": train_step input '" + p.name + "' has unknown role '" + p.role + "'");
+    ex.bind_input(static_cast<int>(i), data);
+  }
+  std::string first;
+  int compared = 0, mismatched = 0, unrecorded = 0;
+  ex.set_observer([&](const ts::Node& n, const std::vector<const ts::Tensor*>& outs) {
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (n.outputs[k] < 0 || !outs[k]) continue;
+      const std::string& v = f.value_names[n.outputs[k]];
+      const ts::HostTensor* want = a.tensors.find(prefix + v);
+      if (!want) {
+        unrecorded += n.op != "trainstep.constant";  // the exporter's own constants are not traced
+        continue;
+      }
+      ++compared;
+      const std::string what = "node '" + n.name + "' (" + n.op + ") value '" + v + "'";
+      bool ok;
+      char line[256];
+      if (outs[k]->type() != want->view.type()) {
+        ok = false;
+        std::snprintf(line, sizeof line, "is %s, recorded %s", outs[k]->type().str().c_str(),
+                      want->view.type().str().c_str());
+      } else {
+        Diff d = compare(*outs[k], want->view, what);
+        ok = within(d, tol);
+        std::snprintf(line, sizeof line, "max_abs %.3e  of_scale %.3e", d.max_abs,
+                      d.max_abs / std::max(d.scale, 1e-12));
+      }
+      if (ok) continue;
+      ++mismatched;
+      if (first.empty()) first = what + ": " + line;
+      if (!quiet || mismatched == 1) std::printf("  trace %s: %s  MISMATCH\n", what.c_str(), line);
+    }
+  });
+  ex.run();
+  if (first.empty())
+    std::printf("trace: all %d recorded node values match (step 0, unoptimised)\n", compared);
+  else
+    std::printf("trace: first divergence at %s (%d of %d values differ)\n", first.c_str(),
+                mismatched, compared);
+  if (unrecorded) std::printf("trace: %d node values were not recorded\n", unrecorded);
+  return first;
+}
+
 }  // namespace
 
 void add_verify(CLI::App& app, Action& action) {
@@ -54,17 +131,26 @@ void add_verify(CLI::App& app, Action& action) {
   auto tol = std::make_shared<double>(1e-4);
   auto sopts = std::make_shared<ts::SessionOptions>();
   auto quiet = std::make_shared<bool>(false);
+  auto trace = std::make_shared<bool>(false);
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
   cmd->add_option("--tol", *tol,
                   "allowed max |got - golden| relative to the tensor's largest |golden|");
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
+  cmd->add_flag("--trace", *trace,
+                "first compare every node of step 0 with the recorded eager values "
+                "(artifact exported with --trace-values)");
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(*path, *sopts);
       const ts::Artifact& a = s->artifact();
       const ts::json& g = a.program.golden;
       if (!g.contains("steps")) ts::fail(*path + ": the artifact has no golden trace");
+      std::string failed;
+      if (*trace) {
+        std::string t = trace_step0(a, *tol, sopts->threads, *quiet);
+        if (!t.empty()) failed = "trace: " + t;
+      }
       const int64_t steps = g.at("steps").get<int64_t>();
       s->set_seed(g.value("seed", int64_t(0)));
       s->set_step(g.value("offset", int64_t(0)));
@@ -73,10 +159,9 @@ void add_verify(CLI::App& app, Action& action) {
       int n_in = 0;
       for (const auto& p : tf.inputs) n_in += p.role == "input";
 
-      std::string failed;
       auto check = [&](const std::string& name, const ts::Tensor& got, const ts::Tensor& want) {
         Diff d = compare(got, want, name);
-        bool ok = !d.nonfinite && d.max_abs <= *tol * std::max(d.scale, 1e-12);
+        bool ok = within(d, *tol);
         if (!ok && failed.empty()) failed = name;
         if (!ok || !*quiet)
           std::printf("  %-44s max_abs %.3e  of_scale %.3e  max_rel %.3e  %s\n", name.c_str(),
@@ -91,15 +176,30 @@ void add_verify(CLI::App& app, Action& action) {
       };
       const ts::Tensor& losses = a.tensor("golden/loss").view;
       std::vector<ts::Tensor> xs;
-      for (int64_t k = 0; k < steps; ++k) {
-        ts::Tensor y = batch("golden/step" + std::to_string(k), xs);
-        float loss = s->train_step(xs, y);
-        ts::Tensor got{ts::DType::F32, {}, &loss};
-        ts::Tensor want{ts::DType::F32, {}, losses.as<float>() + k};
-        check("loss[step " + std::to_string(k) + "]", got, want);
+      // The whole step (train_step); then, if the artifact has them, the
+      // same steps split into grad_step + apply_grads, whose gradients of
+      // step 0 are compared with eager's too.
+      for (bool split : {false, true}) {
+        if (split && !s->has_grad_functions()) break;
+        const std::string tag = split ? "grad+apply " : "";
+        if (split) {
+          s->reset_state();
+          s->set_step(g.value("offset", int64_t(0)));
+        }
+        for (int64_t k = 0; k < steps; ++k) {
+          ts::Tensor y = batch("golden/step" + std::to_string(k), xs);
+          float loss = split ? s->grad_step(xs, y) : s->train_step(xs, y);
+          ts::Tensor got{ts::DType::F32, {}, &loss};
+          ts::Tensor want{ts::DType::F32, {}, losses.as<float>() + k};
+          check(tag + "loss[step " + std::to_string(k) + "]", got, want);
+          if (split && k == 0)
+            for (const auto& n : s->grad_names())
+              check("grad " + n, s->grad(n), a.tensor("golden/grad/" + n).view);
+          if (split) s->apply_grads();
+        }
+        for (const auto& n : s->state_names())
+          check(tag + "state " + n, s->state(n), a.tensor("golden/final/" + n).view);
       }
-      for (const auto& n : s->state_names())
-        check("state " + n, s->state(n), a.tensor("golden/final/" + n).view);
       ts::Tensor y = batch("golden/step0", xs);
       s->eval_step(xs, y);
       check("eval output", s->eval_output(), a.tensor("golden/eval/output0").view);

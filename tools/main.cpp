@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   tscli::add_ops(app, action);
   tscli::add_bench(app, action);
   tscli::add_lr_schedule(app, action);
+  tscli::add_torch_checkpoint(app, action, argv[0]);
+  tscli::add_run_program(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

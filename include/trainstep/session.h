@@ -29,11 +29,12 @@ struct StateSpec;
 struct Function;
 class Executor;
 
-// What train_step does when the loss or a new state tensor is NaN or inf.
-// Checked after every step: the loss, then each new state tensor (params,
-// buffers, optimizer state) in the step's output order. Gradients are not
-// outputs of the step; a non-finite gradient shows up in the optimizer
-// state or the parameters it updates.
+// What a training step does when the loss or a new state tensor is NaN or
+// inf. Checked after every train_step and apply_grads: the loss, then each
+// new state tensor (params, buffers, optimizer state) in the step's output
+// order. train_step does not output gradients (a non-finite gradient shows
+// up in the optimizer state or the parameters it updates); grad_step does,
+// and checks them too.
 enum class NonFinite {
   Ignore,  // no check
   Stop,    // throw ts::Error naming the step and the first non-finite tensor
@@ -89,8 +90,8 @@ class Session {
   // artifact's example batch exactly (dtype and shape). See NonFinite for
   // what happens when a result is not finite.
   float train_step(const std::vector<Tensor>& inputs, const Tensor& target);
-  // NonFinite::Skip: steps whose update was dropped (kept in checkpoints),
-  // and whether the last train_step was one.
+  // NonFinite::Skip: optimizer steps whose update was dropped (kept in
+  // checkpoints), and whether the last train_step / apply_grads was one.
   int64_t skipped_steps() const { return skipped_; }
   bool last_step_skipped() const { return last_skipped_; }
   // One eval step (model.eval()); read the results below.
@@ -98,11 +99,37 @@ class Session {
   const Tensor& eval_output() const;       // the model's output
   const Tensor& eval_sample_loss() const;  // loss of each sample, [batch]
 
+  // Gradient accumulation and gradients by name, for artifacts exported with
+  // grad_step/apply_step (`trainstep export --grads`; fails otherwise).
+  bool has_grad_functions() const { return grad_ != nullptr; }
+  // Forward and backward on one batch, no update: adds the gradients into
+  // the session's accumulators and updates buffers (BatchNorm stats) as
+  // train_step does; returns the loss. Micro-batch k after the last apply
+  // draws its dropout masks at RNG offset step() * accumulation() + k.
+  // The loss, new buffers and gradients are checked as NonFinite says; in
+  // Skip mode a non-finite micro-batch adds nothing and marks the pending
+  // optimizer step to be skipped by apply_grads.
+  float grad_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  // Averages the accumulated gradients over the grad_steps since the last
+  // apply (mean-reduced losses: the gradient of their concatenated batch),
+  // clips them if the artifact was exported with clipping, runs the
+  // optimizer update and advances step(). Fails if no grad_step ran.
+  void apply_grads();
+  int64_t pending_grad_steps() const { return micro_; }
+  // Micro-batches per optimizer step: only sets the RNG offsets above.
+  void set_accumulation(int64_t n);
+  int64_t accumulation() const { return accumulation_; }
+  // Names of the parameters that have gradients (the ones the step updates).
+  std::vector<std::string> grad_names() const;
+  // The gradient of parameter `name` that the last apply_grads used
+  // (averaged, before clipping); between grad_steps, their running sum.
+  const Tensor& grad(const std::string& name) const;
+
   // Per-node timing of train_step (see Executor::set_profiling).
   void set_profiling(bool on);
   const Executor& train_executor() const { return *train_; }
-  // Bytes the session holds for state and the two steps' arenas (what
-  // SessionOptions::max_memory bounds).
+  // Bytes the session holds for state, gradient accumulators and the steps'
+  // arenas (what SessionOptions::max_memory bounds).
   size_t memory_bytes() const;
 
   // Checkpoint: state under PyTorch state_dict names plus `optim/…`, and
@@ -114,12 +141,19 @@ class Session {
   std::map<std::string, std::string> load_checkpoint(const std::string& path);
 
  private:
-  void check_batch(const char* fn, const std::vector<Tensor>& inputs, const Tensor& target,
+  void check_batch(const Function& f, const std::vector<Tensor>& inputs, const Tensor& target,
                    const std::vector<int>& slots, int target_slot) const;
 
-  void copy_out_state();
-  // "" if the loss and every new state tensor are finite, else what is not.
-  std::string find_nonfinite() const;
+  // New state from `ex`'s outputs back into the state tensors.
+  void copy_out_state(const Executor& ex, const std::vector<std::pair<int, Tensor*>>& outs);
+  void bind_runtime_inputs(Executor& ex);
+  // "" if ex's loss output (loss >= 0) and the outputs in `outs` are all
+  // finite, else which one is not (no allocation when all are).
+  std::string find_nonfinite(const Executor& ex, int loss,
+                             const std::vector<std::pair<int, Tensor*>>& outs) const;
+  // After an optimizer step whose results failed the check: throws (Stop)
+  // or counts the skip (Skip), keeping the state. The step counter advances.
+  void on_nonfinite(const std::string& what);
 
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;
@@ -131,13 +165,21 @@ class Session {
   double lr_ = 0;
   int64_t seed_ = 0, step_ = 0, skipped_ = 0;
   bool last_skipped_ = false;
+  bool skip_pending_ = false;  // a micro-batch since the last apply was not finite
   // Signature slots, resolved once.
   std::vector<int> train_inputs_, eval_inputs_;
   int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
   int eval_output_ = -1, eval_sample_loss_ = -1;
   std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
-  std::vector<const StateSpec*> train_state_spec_;       // same order, for messages
-  size_t state_bytes_ = 0;
+  // grad_step / apply_step (null when the artifact has none).
+  std::unique_ptr<Function> grad_fn_, apply_fn_;
+  std::unique_ptr<Executor> grad_, apply_;
+  std::map<std::string, HostTensor> grads_;  // accumulators, by parameter name
+  std::vector<std::pair<int, Tensor*>> grad_state_out_, apply_state_out_, grad_out_;
+  std::vector<int> grad_inputs_;
+  int grad_target_ = -1, grad_loss_ = -1;
+  int64_t micro_ = 0, accumulation_ = 1;
+  size_t state_bytes_ = 0, grads_bytes_ = 0;
   Buffer staging_;  // see copy_out_state
 };
 

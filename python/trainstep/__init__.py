@@ -25,4 +25,11 @@ class TrainSpec:
     name: Optional[str] = None
     # Steps of eager PyTorch recorded as the golden trace for `verify`.
     golden_steps: int = 3
+    # Clip gradients by their global norm before the update, as
+    # torch.nn.utils.clip_grad_norm_(optimizer's parameters, max_norm, norm_type).
+    clip_grad_norm: Optional[float] = None
+    clip_grad_norm_type: float = 2.0
+    # Also export grad_step and apply_step (gradient accumulation, gradients
+    # by name); `trainstep export --grads` sets it.
+    export_grads: bool = False
     extra: dict = field(default_factory=dict)

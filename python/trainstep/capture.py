@@ -7,12 +7,15 @@ and returns the loss plus every new state tensor. make_fx(functionalize(…))
 with ATen decompositions traces it to a graph with no mutation.
 """
 import contextlib
+import copy
+import functools
+import math
 from dataclasses import dataclass
 
 import torch
 
 from . import optim as ts_optim
-from . import rng
+from . import provenance, rng
 from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -37,31 +40,53 @@ class Captured:
     example: list  # flat example inputs, in signature order
 
 
+def json_float(v):
+    """A float for the program JSON (non-finite ones as strings, docs/format.md)."""
+    return repr(v) if not math.isfinite(v) else v
+
+
 def tensor_meta(t):
     return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
 
 
 class StepParts:
-    """The user's model split into named state, plus the functional optimizer."""
+    """The user's model split into named state, plus the functional optimizer.
+
+    State names are the model's named_parameters()/named_buffers() names (one
+    per tensor); `aliases` maps the other state_dict names of a shared tensor
+    (tied weights) to that name. `params` are the parameters the step
+    updates: in the optimizer, requires_grad, and reached by the loss's
+    gradient. Every other parameter is `frozen` (not updated, no optimizer
+    state), as torch.optim skips a parameter whose .grad is None.
+    """
 
     def __init__(self, spec):
         self.spec = spec
         self.model = spec.model
-        named = dict(self.model.named_parameters())
-        self.params = {n: p for n, p in named.items() if p.requires_grad}
-        self.frozen = {n: p for n, p in named.items() if not p.requires_grad}
-        self.buffers = dict(self.model.named_buffers())
-        self.opt = ts_optim.from_torch(spec.optimizer)
-        self.pnames = list(self.params)
-        trainable = [p for g in spec.optimizer.param_groups for p in g["params"]]
-        if len(trainable) != len(self.params) or any(
-                a is not b for a, b in zip(trainable, self.params.values())):
-            raise CaptureError("the optimizer must be built on model.parameters() "
-                               "(same parameters, same order, all trainable)")
-        self.opt_state = self.opt.state_from_torch(spec.optimizer, self.pnames) \
-            if spec.optimizer.state else self.opt.init_state(self.params)
         self.inputs = list(spec.example_inputs)
         self.target = spec.example_target
+        named = dict(self.model.named_parameters())
+        self.buffers = dict(self.model.named_buffers())
+        self.aliases = _aliases(self.model)
+        name_of = {id(p): n for n, p in named.items()}
+        groups = []
+        for i, g in enumerate(spec.optimizer.param_groups):
+            for p in g["params"]:
+                if id(p) not in name_of:
+                    raise CaptureError(
+                        f"optimizer param group {i} holds a tensor of shape {list(p.shape)} "
+                        "that is not a parameter of the model")
+            groups.append([name_of[id(p)] for p in g["params"]])
+        in_opt = {n for g in groups for n in g}
+        trainable = [n for n, p in named.items() if p.requires_grad and n in in_opt]
+        reached = _reached_by_grad(spec, {n: named[n] for n in trainable})
+        self.params = {n: named[n] for n in trainable if n in reached}
+        self.unreached = [n for n in trainable if n not in reached]
+        self.frozen = {n: p for n, p in named.items() if n not in self.params}
+        self.opt = ts_optim.Optimizer(spec.optimizer, groups, updated=set(self.params))
+        self.pnames = list(self.params)
+        self.opt_state = self.opt.state_from_torch(spec.optimizer, named)
+        self.clip = _clip_options(spec)
 
     def state(self):
         """Initial state: name -> (kind, tensor), in signature order."""
@@ -76,19 +101,125 @@ class StepParts:
             out[n] = ("optim", t)
         return {n: (k, t.detach().clone()) for n, (k, t) in out.items()}
 
+    def call_model(self, params, frozen, buffers, inputs):
+        """functional_call with every state_dict name bound (tied weights
+        bind each alias to its one tensor, so gradients of both uses sum)."""
+        st = {**params, **frozen, **buffers}
+        st.update({a: st[t] for a, t in self.aliases.items()})
+        return functional_call(self.model, st, tuple(inputs))
+
+    def loss_and_grads(self, params, frozen, buffers, seed, offset, inputs, target):
+        """(loss, grads, new buffers) of one batch."""
+        def loss_of(ps):
+            # Buffers are cloned so in-place updates (BatchNorm running
+            # stats) become new values we can return.
+            bufs = {n: b.clone() for n, b in buffers.items()}
+            out = self.call_model(ps, frozen, bufs, inputs)
+            return self.spec.loss_fn(out, target), bufs
+
+        with rng.stream(seed, offset):
+            grads, (loss, new_bufs) = grad_and_value(loss_of, has_aux=True)(params)
+        return loss, grads, new_bufs
+
+    def apply(self, params, grads, ostate, lr):
+        """Clipping (if asked) and the optimizer update."""
+        if self.clip is not None:
+            grads = clip_grad_norm(grads, *self.clip)
+        return self.opt.update(params, grads, ostate, lr)
+
+
+def _aliases(model):
+    """state_dict names that are a second name of a parameter or buffer."""
+    first = {}
+    for n, t in list(model.named_parameters()) + list(model.named_buffers()):
+        first.setdefault(id(t), n)
+    return {n: first[id(t)] for n, t in model.state_dict(keep_vars=True).items()
+            if id(t) in first and first[id(t)] != n}
+
+
+def _reached_by_grad(spec, params):
+    """Names of `params` that get a gradient from the loss (torch leaves
+    .grad None for the others): one eager forward/backward on a copy."""
+    if not params:
+        return set()
+    model = copy.deepcopy(spec.model)
+    model.train()
+    named = dict(model.named_parameters())
+    ps = [named[n] for n in params]
+    with rng.stream(torch.tensor(0), torch.tensor(0)):
+        loss = spec.loss_fn(model(*[x.clone() for x in spec.example_inputs]), spec.example_target)
+    if not loss.requires_grad:
+        return set()
+    grads = torch.autograd.grad(loss, ps, allow_unused=True)
+    return {n for n, g in zip(params, grads) if g is not None}
+
+
+def _clip_options(spec):
+    if spec.clip_grad_norm is None:
+        return None
+    max_norm, norm_type = float(spec.clip_grad_norm), float(spec.clip_grad_norm_type)
+    if not max_norm > 0:
+        raise CaptureError(f"clip_grad_norm={spec.clip_grad_norm!r}: must be a positive number")
+    if not norm_type > 0:  # NaN and -inf too
+        raise CaptureError(f"clip_grad_norm_type={spec.clip_grad_norm_type!r}: must be > 0 or inf")
+    return max_norm, norm_type
+
+
+def clip_grad_norm(grads, max_norm, norm_type):
+    """torch.nn.utils.clip_grad_norm_ (1.13) as a pure function: the norm of
+    the per-tensor norms, coefficient max_norm / (total + 1e-6) clamped at 1."""
+    gs = list(grads.values())
+    if not gs:
+        return grads
+    if math.isinf(norm_type):
+        norms = [g.abs().amax() for g in gs]
+        total = norms[0]
+        for t in norms[1:]:
+            total = torch.maximum(total, t)
+    elif norm_type == 2.0:
+        norms = [(g * g).sum().sqrt() for g in gs]
+        total = functools.reduce(torch.add, [t * t for t in norms]).sqrt()
+    else:
+        norms = [g.abs().pow(norm_type).sum().pow(1.0 / norm_type) for g in gs]
+        total = functools.reduce(torch.add, [t.pow(norm_type) for t in norms])
+        total = total.pow(1.0 / norm_type)
+    coef = max_norm / (total + 1e-6)
+    coef = torch.minimum(coef, torch.ones_like(coef))  # clamp(max=1)
+    return {n: g * coef for n, g in grads.items()}
+
 
 def _state_inputs(names, kind, tensors):
     return [dict(name=f"state/{n}", role="state", state=n, kind=kind, **tensor_meta(tensors[n]))
             for n in names]
 
 
+def _grad_ports(names, tensors, inputs):
+    if inputs:
+        return [dict(name=f"grad/{n}", role="grad", state=n, **tensor_meta(tensors[n]))
+                for n in names]
+    return [dict(role="grad", state=n) for n in names]
+
+
+def _runtime_inputs(lr=None, rng_=True):
+    """Ports and example values of the lr (when lr is a number) and RNG inputs."""
+    lr_t = torch.tensor(lr if lr is not None else 0.0, dtype=torch.float32)
+    z = torch.tensor(0, dtype=torch.int64)
+    ports, example = [], []
+    if lr is not None:
+        ports.append(dict(name="lr", role="lr", **tensor_meta(lr_t)))
+        example.append(lr_t)
+    if rng_:
+        ports += [dict(name="rng_seed", role="rng_seed", **tensor_meta(z)),
+                  dict(name="rng_offset", role="rng_offset", **tensor_meta(z))]
+        example += [z, z.clone()]
+    return ports, example
+
+
 def capture_train(parts):
+    """train_step: one whole step, loss and every new state tensor."""
     p = parts
     bnames, fnames, snames = list(p.buffers), list(p.frozen), list(p.opt_state)
     n_in = len(p.inputs)
-    lr = torch.tensor(p.opt.base_lr, dtype=torch.float32)
-    seed = torch.tensor(0, dtype=torch.int64)
-    offset = torch.tensor(0, dtype=torch.int64)
 
     def step(*flat):
         it = iter(flat)
@@ -99,35 +230,82 @@ def capture_train(parts):
         lr_, seed_, offset_ = next(it), next(it), next(it)
         inputs = [next(it) for _ in range(n_in)]
         target = next(it)
-
-        def loss_of(ps):
-            # Buffers are cloned so in-place updates (BatchNorm running
-            # stats) become new values we can return.
-            bufs = {n: b.clone() for n, b in buffers.items()}
-            out = functional_call(p.model, {**ps, **frozen, **bufs}, tuple(inputs))
-            loss = p.spec.loss_fn(out, target)
-            return loss, bufs
-
-        with rng.stream(seed_, offset_):
-            grads, (loss, new_bufs) = grad_and_value(loss_of, has_aux=True)(params)
-        new_p, new_s = p.opt.update(params, grads, ostate, lr_)
+        loss, grads, new_bufs = p.loss_and_grads(params, frozen, buffers, seed_, offset_,
+                                                 inputs, target)
+        new_p, new_s = p.apply(params, grads, ostate, lr_)
         return (loss, *[new_p[n] for n in p.pnames], *[new_bufs[n] for n in bnames],
                 *[new_s[n] for n in snames])
 
     st = {**p.params, **p.frozen, **p.buffers, **p.opt_state}
+    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr)
     sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(fnames, "frozen", st)
               + _state_inputs(bnames, "buffer", st) + _state_inputs(snames, "optim", st)
-              + [dict(name="lr", role="lr", **tensor_meta(lr)),
-                 dict(name="rng_seed", role="rng_seed", **tensor_meta(seed)),
-                 dict(name="rng_offset", role="rng_offset", **tensor_meta(offset))]
-              + _data_inputs(p))
+              + rt_ports + _data_inputs(p))
     sig_out = ([dict(role="loss")] + [dict(role="state", state=n) for n in p.pnames]
                + [dict(role="state", state=n) for n in bnames]
                + [dict(role="state", state=n) for n in snames])
-    example = ([st[n] for n in p.pnames + fnames + bnames + snames] + [lr, seed, offset]
+    example = ([st[n] for n in p.pnames + fnames + bnames + snames] + rt_example
                + p.inputs + [p.target])
+    with _mode(p.model, True), provenance.recording(p.model):
+        gm = _trace(step, example)
+    return Captured(gm, Signature(sig_in, sig_out), example)
+
+
+def capture_grad(parts):
+    """grad_step: loss, gradients and new buffers of one batch; no update
+    (gradient accumulation, gradients by name)."""
+    p = parts
+    bnames, fnames = list(p.buffers), list(p.frozen)
+    n_in = len(p.inputs)
+
+    def step(*flat):
+        it = iter(flat)
+        params = {n: next(it) for n in p.pnames}
+        frozen = {n: next(it) for n in fnames}
+        buffers = {n: next(it) for n in bnames}
+        seed_, offset_ = next(it), next(it)
+        inputs = [next(it) for _ in range(n_in)]
+        target = next(it)
+        loss, grads, new_bufs = p.loss_and_grads(params, frozen, buffers, seed_, offset_,
+                                                 inputs, target)
+        return (loss, *[new_bufs[n] for n in bnames], *[grads[n] for n in p.pnames])
+
+    st = {**p.params, **p.frozen, **p.buffers}
+    rt_ports, rt_example = _runtime_inputs()
+    sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(fnames, "frozen", st)
+              + _state_inputs(bnames, "buffer", st) + rt_ports + _data_inputs(p))
+    sig_out = ([dict(role="loss")] + [dict(role="state", state=n) for n in bnames]
+               + _grad_ports(p.pnames, st, False))
+    example = [st[n] for n in p.pnames + fnames + bnames] + rt_example + p.inputs + [p.target]
     with _mode(p.model, True):
         gm = _trace(step, example)
+    return Captured(gm, Signature(sig_in, sig_out), example)
+
+
+def capture_apply(parts):
+    """apply_step: the optimizer update (after clipping) from given gradients."""
+    p = parts
+    snames = list(p.opt_state)
+    st = {**p.params, **p.opt_state}
+
+    def step(*flat):
+        it = iter(flat)
+        params = {n: next(it) for n in p.pnames}
+        ostate = {n: next(it) for n in snames}
+        lr_ = next(it)
+        grads = {n: next(it) for n in p.pnames}
+        new_p, new_s = p.apply(params, grads, ostate, lr_)
+        return (*[new_p[n] for n in p.pnames], *[new_s[n] for n in snames])
+
+    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr, rng_=False)
+    sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(snames, "optim", st)
+              + rt_ports + _grad_ports(p.pnames, st, True))
+    sig_out = ([dict(role="state", state=n) for n in p.pnames]
+               + [dict(role="state", state=n) for n in snames])
+    g = torch.Generator().manual_seed(0)
+    grads = [torch.randn(st[n].shape, generator=g) for n in p.pnames]
+    example = [st[n] for n in p.pnames + snames] + rt_example + grads
+    gm = _trace(step, example)
     return Captured(gm, Signature(sig_in, sig_out), example)
 
 
@@ -141,10 +319,11 @@ def capture_eval(parts):
     """eval_step: model.eval() outputs and the per-sample loss (so the C++
     side can mask a padded last batch)."""
     p = parts
-    names = p.pnames + list(p.frozen) + list(p.buffers)
+    pn, fn, bn = p.pnames, list(p.frozen), list(p.buffers)
+    names = pn + fn + bn
     st = {**p.params, **p.frozen, **p.buffers}
-    kinds = {**{n: "param" for n in p.pnames}, **{n: "frozen" for n in p.frozen},
-             **{n: "buffer" for n in p.buffers}}
+    kinds = {**{n: "param" for n in pn}, **{n: "frozen" for n in fn},
+             **{n: "buffer" for n in bn}}
     n_in = len(p.inputs)
 
     def per_sample_loss(o, t):
@@ -155,7 +334,8 @@ def capture_eval(parts):
         state = {n: next(it) for n in names}
         inputs = [next(it) for _ in range(n_in)]
         target = next(it)
-        out = functional_call(p.model, state, tuple(inputs))
+        out = p.call_model({n: state[n] for n in pn}, {n: state[n] for n in fn},
+                           {n: state[n] for n in bn}, inputs)
         if not isinstance(out, torch.Tensor):
             raise CaptureError("the model must return one tensor")
         losses = vmap(per_sample_loss)(out, target)
@@ -165,7 +345,7 @@ def capture_eval(parts):
               for n in names] + _data_inputs(p)
     sig_out = [dict(role="output", index=0), dict(role="sample_loss")]
     example = [st[n] for n in names] + p.inputs + [p.target]
-    with _mode(p.model, False):
+    with _mode(p.model, False), provenance.recording(p.model):
         gm = _trace(step, example)
     return Captured(gm, Signature(sig_in, sig_out), example)
 

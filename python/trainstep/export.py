@@ -15,7 +15,7 @@ import sys
 import torch
 
 from . import FORMAT_VERSION, TrainSpec
-from . import capture, golden, safetensors_io
+from . import capture, golden, provenance, safetensors_io
 from .optim import UnsupportedOptimizer
 
 
@@ -60,6 +60,9 @@ def supported_ops(binary=None):
 
 
 def check_ops(functions, supported):
+    """Refuses ops the runtime lacks, naming each one's node count per
+    function and, where the capture recorded it, the module and source line
+    of its first node."""
     missing = collections.OrderedDict()
     for fname, fn in functions.items():
         for node in fn["nodes"]:
@@ -69,27 +72,56 @@ def check_ops(functions, supported):
         return
     lines = []
     for op, uses in missing.items():
-        where = ", ".join(sorted({f for f, _ in uses}))
-        src = next((n.get("source") for _, n in uses if n.get("source")), None)
-        lines.append(f"  {op}: {len(uses)} node(s) in {where}" + (f", from {src}" if src else ""))
+        per_fn = collections.Counter(f for f, _ in uses)
+        counts = ", ".join(f"{f} {k}" for f, k in sorted(per_fn.items()))
+        src = next((n["source"] for _, n in uses if isinstance(n.get("source"), dict)), None)
+        where = (f"first from {provenance.describe(src)}" if src else
+                 "no source recorded (backward, loss or optimizer nodes)")
+        lines.append(f"  {op}: {len(uses)} node(s) ({counts}); {where}")
     raise ExportError("unsupported op(s) in the captured step (see docs/ops.md for the "
                       "supported list):\n" + "\n".join(lines))
 
 
-def export(spec_path, out_path, golden_steps=None, seed=0, ops=None):
+def trace_tensors(parts, train, gmeta, gtensors):
+    """"trace/train_step/<value>": the captured train graph's value at every
+    node, run in torch on golden step 0's inputs (docs/format.md)."""
+    state = parts.state()
+    scalars = {"lr": torch.tensor(gmeta["lr"], dtype=torch.float32),
+               "rng_seed": torch.tensor(gmeta["seed"], dtype=torch.int64),
+               "rng_offset": torch.tensor(gmeta["offset"], dtype=torch.int64)}
+    flat = []
+    for p in train.signature.inputs:
+        if p["role"] == "state":
+            flat.append(state[p["state"]][1])
+        elif p["role"] == "input":
+            flat.append(gtensors[f"golden/step0/input{p['index']}"])
+        elif p["role"] == "target":
+            flat.append(gtensors["golden/step0/target"])
+        else:
+            flat.append(scalars[p["role"]])
+    from .serialize import node_values
+    return {f"trace/train_step/{k}": v for k, v in node_values(train, flat).items()}
+
+
+def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
+           trace_values=False):
     spec = load_spec(spec_path)
     try:
         parts = capture.StepParts(spec)
     except UnsupportedOptimizer as e:
         raise ExportError(str(e))
-    train = capture.capture_train(parts)
-    evals = capture.capture_eval(parts)
+    grads = spec.export_grads if grads is None else grads
     from .serialize import serialize_function
-    functions = {"train_step": serialize_function(train), "eval_step": serialize_function(evals)}
+    train = capture.capture_train(parts)
+    functions = {"train_step": serialize_function(train),
+                 "eval_step": serialize_function(capture.capture_eval(parts))}
+    if grads:
+        functions["grad_step"] = serialize_function(capture.capture_grad(parts))
+        functions["apply_step"] = serialize_function(capture.capture_apply(parts))
     check_ops(functions, ops if ops is not None else supported_ops())
 
     steps = golden_steps if golden_steps is not None else spec.golden_steps
-    gmeta, gtensors = golden.record(parts, steps=steps, seed=seed)
+    gmeta, gtensors = golden.record(parts, steps=steps, seed=seed, grads=grads)
     state = parts.state()
     program = {
         "format": "trainstep",
@@ -97,15 +129,21 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None):
         "name": spec.name or type(spec.model).__name__,
         "batch_size": int(parts.target.shape[0]),
         "torch_version": torch.__version__,
-        "optimizer": {"type": parts.opt.name, "lr": parts.opt.base_lr,
-                      "hyper": {k: v for k, v in parts.opt.h.items()
-                                if isinstance(v, (int, float, bool))}},
+        "optimizer": parts.opt.to_json(),
         "state": [{"name": n, "kind": k, **capture.tensor_meta(t)} for n, (k, t) in state.items()],
         "functions": functions,
         "golden": gmeta,
     }
+    if parts.aliases:
+        program["aliases"] = parts.aliases
+    if parts.clip is not None:
+        program["clip_grad_norm"] = {"max_norm": parts.clip[0],
+                                     "norm_type": capture.json_float(parts.clip[1])}
     tensors = {f"state/{n}": t for n, (k, t) in state.items()}
     tensors.update(gtensors)
+    if trace_values:
+        tensors.update(trace_tensors(parts, train, gmeta, gtensors))
+        gmeta["trace"] = {"function": "train_step", "step": 0}
     metadata = {"format": "trainstep", "format_version": str(FORMAT_VERSION),
                 "program": json.dumps(program, separators=(",", ":"))}
     safetensors_io.save(out_path, tensors, metadata)
@@ -118,9 +156,15 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--golden-steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--grads", action="store_true",
+                    help="also export grad_step and apply_step (gradient accumulation, "
+                         "gradients by name)")
+    ap.add_argument("--trace-values", action="store_true",
+                    help="record every train_step node's eager value on golden step 0 (verify --trace)")
     a = ap.parse_args(argv)
     try:
-        program = export(a.spec, a.out, a.golden_steps, a.seed)
+        program = export(a.spec, a.out, a.golden_steps, a.seed, grads=a.grads or None,
+                         trace_values=a.trace_values)
     except (ExportError, capture.CaptureError) as e:
         print(f"trainstep export: {a.spec}: {e}", file=sys.stderr)
         return 1

@@ -24,14 +24,25 @@ def make_batches(parts, steps, seed):
     return batches
 
 
-def record(parts, steps=3, seed=0):
+def eager_copy(parts):
+    """A deep copy of the user's model and a fresh optimizer of the same type,
+    groups and state on the copy's parameters."""
     spec = parts.spec
     model = copy.deepcopy(spec.model)
+    named = dict(model.named_parameters())
+    groups = [{**g.options, "params": [named[n] for n in g.params]} for g in parts.opt.groups]
+    opt = type(spec.optimizer)(groups, **spec.optimizer.defaults)
+    opt.load_state_dict(copy.deepcopy(spec.optimizer.state_dict()))
+    return model, opt
+
+
+def record(parts, steps=3, seed=0, grads=False):
+    """K eager steps. grads: also record step 0's gradients (before
+    clipping) as golden/grad/<param>."""
+    spec = parts.spec
+    model, opt = eager_copy(parts)
     model.train()
-    group = {k: v for k, v in spec.optimizer.param_groups[0].items() if k != "params"}
-    opt = type(spec.optimizer)(model.parameters(), **group)
-    if spec.optimizer.state:
-        opt.load_state_dict(copy.deepcopy(spec.optimizer.state_dict()))
+    opt_params = [p for g in opt.param_groups for p in g["params"]]
     step0 = int(parts.opt_state[ts_optim.STEP])
     batches = make_batches(parts, steps, seed)
     tensors, losses = {}, []
@@ -43,13 +54,18 @@ def record(parts, steps=3, seed=0):
             opt.zero_grad()
             loss = spec.loss_fn(model(*xs), y)
             loss.backward()
+        if grads and k == 0:
+            named = dict(model.named_parameters())
+            for n in parts.pnames:
+                tensors[f"golden/grad/{n}"] = named[n].grad.detach().clone()
+        if parts.clip is not None:
+            torch.nn.utils.clip_grad_norm_(opt_params, *parts.clip)
         opt.step()
         losses.append(loss.detach().reshape(()))
     tensors["golden/loss"] = torch.stack(losses)
     final = {n: t.detach() for n, t in model.named_parameters()}
     final.update({n: t.detach() for n, t in model.named_buffers()})
-    pnames = [n for n, p in model.named_parameters() if p.requires_grad]
-    ostate = parts.opt.state_from_torch(opt, pnames)
+    ostate = parts.opt.state_from_torch(opt, dict(model.named_parameters()))
     ostate[ts_optim.STEP] = torch.tensor(float(step0 + steps))
     final.update(ostate)
     for n, t in final.items():

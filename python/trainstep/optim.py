@@ -11,6 +11,7 @@ State names: "optim/<param name>/<torch state key>" per parameter, plus the
 shared step counter "optim/step" (float32, steps taken so far).
 """
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -22,31 +23,32 @@ def state_name(param, key):
 
 
 class FunctionalOptimizer:
+    """One parameter group's update rule, following torch 1.13's
+    single-tensor path for that optimizer."""
     name = "?"
-    # torch's per-parameter state keys this optimizer keeps (besides 'step').
+    # torch's per-parameter state keys this rule keeps (besides 'step').
     keys = ()
     # hyper-parameter -> (allowed values or None for any) checked at export.
     hyper = {}
+    # How torch 1.13 keeps a parameter's step: "tensor" (float32 0-d),
+    # "int", or None (no step at all).
+    torch_step = "tensor"
 
-    def __init__(self, group):
+    def __init__(self, group, defaults=None):
         self.h = {k: group[k] for k in self.hyper if k in group}
         for k, allowed in self.hyper.items():
             if allowed is not None and self.h.get(k) not in allowed:
                 raise UnsupportedOptimizer(
                     f"{self.name}: {k}={self.h.get(k)!r} is not supported "
                     f"(supported: {sorted(allowed, key=str)})")
-        self.base_lr = float(group["lr"])
 
-    def init_state(self, params):
-        """Zero state, as torch.optim has before the first step."""
-        state = {STEP: torch.zeros((), dtype=torch.float32)}
-        for n, p in params.items():
-            for k in self.keys:
-                state[state_name(n, k)] = torch.zeros_like(p)
-        return state
+    def init_param(self, p):
+        """A parameter's state before its first step, as torch creates it."""
+        return {k: torch.zeros_like(p) for k in self.keys}
 
     def update(self, params, grads, state, lr):
-        """Returns (new_params, new_state); pure function of its inputs."""
+        """Returns (new_params, new_state); pure function of its inputs.
+        `state` holds the shared STEP (steps taken before this one)."""
         raise NotImplementedError
 
     def _effective_grad(self, p, g):
@@ -56,22 +58,6 @@ class FunctionalOptimizer:
         wd = self.h.get("weight_decay", 0)
         return g + wd * p if wd != 0 else g
 
-    def state_from_torch(self, torch_opt, names):
-        """Our state dict from a torch optimizer's state, names in param order."""
-        params = [p for g in torch_opt.param_groups for p in g["params"]]
-        state = {}
-        step = 0.0
-        for n, p in zip(names, params):
-            st = torch_opt.state.get(p, {})
-            for k in self.keys:
-                v = st.get(k)
-                state[state_name(n, k)] = (v.detach().clone() if v is not None
-                                           else torch.zeros_like(p))
-            if "step" in st:
-                step = float(st["step"])
-        state[STEP] = torch.tensor(step, dtype=torch.float32)
-        return state
-
 
 class UnsupportedOptimizer(Exception):
     pass
@@ -79,15 +65,14 @@ class UnsupportedOptimizer(Exception):
 
 class SGD(FunctionalOptimizer):
     name = "SGD"
-    keys = ("momentum_buffer",)
     hyper = {"momentum": None, "dampening": None, "nesterov": None, "weight_decay": None,
              "maximize": None, "foreach": None, "differentiable": {False, None}}
+    torch_step = None  # SGD counts no steps; our STEP only says "buffers are set"
 
-    def init_state(self, params):
-        state = super().init_state(params)
-        if self.h.get("momentum", 0) == 0:  # torch keeps no buffer then
-            state = {STEP: state[STEP]}
-        return state
+    def __init__(self, group, defaults=None):
+        super().__init__(group, defaults)
+        # torch keeps no buffer without momentum (it stores None).
+        self.keys = ("momentum_buffer",) if self.h.get("momentum", 0) != 0 else ()
 
     def update(self, params, grads, state, lr):
         m = self.h.get("momentum", 0)
@@ -105,18 +90,13 @@ class SGD(FunctionalOptimizer):
             new_p[n] = p - lr * d_p
         return new_p, new_s
 
-    def state_from_torch(self, torch_opt, names):
-        s = super().state_from_torch(torch_opt, names)
-        if self.h.get("momentum", 0) == 0:
-            return {STEP: s[STEP]}
-        return s
-
 
 class Adadelta(FunctionalOptimizer):
     name = "Adadelta"
     keys = ("square_avg", "acc_delta")
     hyper = {"rho": None, "eps": None, "weight_decay": None, "maximize": None,
              "foreach": None, "differentiable": {False, None}}
+    torch_step = "int"
 
     def update(self, params, grads, state, lr):
         rho, eps = self.h["rho"], self.h["eps"]
@@ -155,8 +135,8 @@ class Adam(FunctionalOptimizer):
              "differentiable": {False, None}, "fused": {False, None}}
     decoupled = False  # AdamW: decay the parameter instead of the gradient
 
-    def __init__(self, group):
-        super().__init__(group)
+    def __init__(self, group, defaults=None):
+        super().__init__(group, defaults)
         self.keys = ("exp_avg", "exp_avg_sq") + (
             ("max_exp_avg_sq",) if self.h.get("amsgrad", False) else ())
 
@@ -203,9 +183,10 @@ class RMSprop(FunctionalOptimizer):
     hyper = {"alpha": None, "eps": None, "weight_decay": None, "momentum": None,
              "centered": None, "maximize": None, "foreach": None,
              "differentiable": {False, None}}
+    torch_step = "int"
 
-    def __init__(self, group):
-        super().__init__(group)
+    def __init__(self, group, defaults=None):
+        super().__init__(group, defaults)
         self.keys = ("square_avg",) + (
             ("momentum_buffer",) if self.h.get("momentum", 0) > 0 else ()) + (
             ("grad_avg",) if self.h.get("centered", False) else ())
@@ -240,12 +221,14 @@ class Adagrad(FunctionalOptimizer):
     hyper = {"lr_decay": None, "weight_decay": None, "initial_accumulator_value": None,
              "eps": None, "maximize": None, "foreach": None}
 
-    def init_state(self, params):
-        state = super().init_state(params)
-        init = self.h.get("initial_accumulator_value", 0)
-        for n, p in params.items():
-            state[state_name(n, "sum")] = torch.full_like(p, init)
-        return state
+    def __init__(self, group, defaults=None):
+        super().__init__(group, defaults)
+        # torch fills "sum" in __init__ from the constructor's argument, not
+        # from the group's (a group's own initial_accumulator_value is unused).
+        self.init_value = (defaults or group).get("initial_accumulator_value", 0)
+
+    def init_param(self, p):
+        return {"sum": torch.full_like(p, self.init_value)}
 
     def update(self, params, grads, state, lr):
         eps, decay = self.h["eps"], self.h.get("lr_decay", 0)
@@ -264,15 +247,202 @@ SUPPORTED = {"SGD": SGD, "Adadelta": Adadelta, "Adam": Adam, "AdamW": AdamW,
              "RMSprop": RMSprop, "Adagrad": Adagrad}
 
 
-def from_torch(opt):
-    """The functional twin of a torch.optim instance (one param group)."""
+def rule_class(opt):
     cls = SUPPORTED.get(type(opt).__name__)
     if cls is None:
         raise UnsupportedOptimizer(
             f"optimizer {type(opt).__name__} is not supported; supported: "
             + ", ".join(sorted(SUPPORTED)))
-    if len(opt.param_groups) != 1:
-        raise UnsupportedOptimizer(
-            f"{type(opt).__name__}: {len(opt.param_groups)} parameter groups; "
-            "only one group is supported so far")
-    return cls(opt.param_groups[0])
+    return cls
+
+
+@dataclass
+class Group:
+    """One torch param group: its rule, its parameters (every one, in torch's
+    order: torch's state_dict numbers them across groups in this order),
+    the ones the step updates, its LR as a multiple of the runtime LR, and
+    torch's group options (for torch optimizer state_dicts)."""
+    rule: FunctionalOptimizer
+    params: list
+    updated: list
+    lr_scale: float
+    options: dict
+
+
+class Optimizer:
+    """A torch optimizer's functional twin: one rule per param group and one
+    shared step counter (STEP).
+
+    The step has a single runtime `lr` input: group 0's LR. Group i updates
+    with lr * (lr_i / lr_0), its ratio fixed at export, so a schedule on the
+    runtime LR scales every group alike (docs/optimizers.md).
+    """
+
+    def __init__(self, opt, names, updated=None):
+        """names: per torch param group, the state name of each parameter;
+        updated: the names the step updates (default: all)."""
+        cls = rule_class(opt)
+        self.name = cls.name
+        self.torch_step = cls.torch_step
+        groups = opt.param_groups
+        self.base_lr = float(groups[0]["lr"])
+        self.defaults = {k: v for k, v in opt.defaults.items() if k != "params"}
+        self.groups = []
+        for i, (g, gnames) in enumerate(zip(groups, names)):
+            if "max_momentum" in g or "base_momentum" in g:
+                raise UnsupportedOptimizer(
+                    f"{self.name}: param group {i} is driven by OneCycleLR(cycle_momentum=True), "
+                    "which changes momentum/beta1 every step; momentum is a constant of the "
+                    "captured step. Use OneCycleLR(..., cycle_momentum=False), or none, and "
+                    "`trainstep train --lr-schedule onecycle:...` (it cycles the LR only)")
+            rule = cls(g, opt.defaults)
+            lr = float(g["lr"])
+            if lr == self.base_lr:
+                scale = 1.0
+            elif self.base_lr == 0:
+                raise UnsupportedOptimizer(
+                    f"{self.name}: param group 0 has lr=0 but group {i} has lr={lr}; group "
+                    "LRs are multiples of group 0's, so group 0's LR must not be 0")
+            else:
+                scale = lr / self.base_lr
+            upd = [n for n in gnames if updated is None or n in updated]
+            opts = {k: v for k, v in g.items() if k != "params"}
+            self.groups.append(Group(rule, list(gnames), upd, scale, opts))
+
+    @classmethod
+    def from_json(cls, j):
+        """The optimizer an artifact's program JSON describes (to_json)."""
+        self = cls.__new__(cls)
+        rule_cls = SUPPORTED.get(j.get("type"))
+        if rule_cls is None or "groups" not in j:
+            raise UnsupportedOptimizer(f"the artifact's optimizer {j.get('type')!r} has no "
+                                       "param groups recorded (re-export it)")
+        self.name, self.torch_step = rule_cls.name, rule_cls.torch_step
+        self.base_lr = float(j["lr"])
+        defaults = _py_options(j.get("defaults", {}))
+        self.defaults = defaults
+        self.groups = []
+        for g in j["groups"]:
+            opts = _py_options(g["options"])
+            self.groups.append(Group(rule_cls(opts, defaults or opts), list(g["params"]),
+                                     list(g["updated"]), float(g["lr_scale"]), opts))
+        return self
+
+    @property
+    def updated(self):
+        return [n for g in self.groups for n in g.updated]
+
+    def init_state(self, params):
+        """State before the first step, as torch.optim has it."""
+        state = {STEP: torch.zeros((), dtype=torch.float32)}
+        for g in self.groups:
+            for n in g.updated:
+                for k, v in g.rule.init_param(params[n]).items():
+                    state[state_name(n, k)] = v
+        return state
+
+    def update(self, params, grads, state, lr):
+        """(new_params, new_state) for the updated parameters: pure."""
+        new_p, new_s = {}, {}
+        for g in self.groups:
+            if not g.updated:
+                continue
+            ps = {n: params[n] for n in g.updated}
+            glr = lr if g.lr_scale == 1.0 else lr * g.lr_scale
+            p, s = g.rule.update(ps, grads, state, glr)
+            new_p.update(p)
+            new_s.update(s)  # every group computes the same new STEP
+        if STEP not in new_s:
+            new_s[STEP] = state[STEP] + 1
+        return new_p, new_s
+
+    def state_from(self, handles, lookup, params):
+        """Our state from torch's: handles[i] are torch's keys for group i's
+        parameters (the Parameters of a live optimizer, or the ints of a
+        state_dict), lookup maps a key to that parameter's torch state.
+        Missing state is the initial state. One step count for all: torch's
+        per-parameter steps must agree."""
+        state, steps = {}, {}
+        for g, hs in zip(self.groups, handles):
+            if len(hs) != len(g.params):
+                raise UnsupportedOptimizer(
+                    f"param group has {len(hs)} parameters, the artifact's has {len(g.params)}")
+            for n, h in zip(g.params, hs):
+                if n not in g.updated:
+                    continue
+                st = lookup.get(h) or {}
+                init = g.rule.init_param(params[n])
+                for k in g.rule.keys:
+                    v = st.get(k)
+                    if v is not None and tuple(v.shape) != tuple(params[n].shape):
+                        raise UnsupportedOptimizer(
+                            f"optimizer state '{k}' of {n} is {list(v.shape)}, the parameter "
+                            f"is {list(params[n].shape)}")
+                    state[state_name(n, k)] = (v.detach().clone().to(torch.float32)
+                                               if v is not None else init[k])
+                if "step" in st:
+                    steps[n] = float(st["step"])
+                elif any(st.get(k) is not None for k in g.rule.keys):
+                    steps[n] = None  # SGD: buffers set, step not counted
+                elif g.rule.keys or g.rule.torch_step:
+                    steps[n] = 0.0
+        counted = {v for v in steps.values() if v is not None}
+        if len(counted) > 1:
+            raise UnsupportedOptimizer(
+                "parameters have taken different numbers of optimizer steps "
+                f"({sorted(counted)}); trainstep keeps one step count for all")
+        step = counted.pop() if counted else 0.0
+        if None in steps.values():
+            if 0.0 in steps.values():
+                raise UnsupportedOptimizer(
+                    "some parameters have a momentum buffer and some do not; trainstep "
+                    "sets all buffers on the same step")
+            step = max(step, 1.0)
+        state[STEP] = torch.tensor(step, dtype=torch.float32)
+        return state
+
+    def state_from_torch(self, opt, params):
+        """Our state from a live torch optimizer with the same groups."""
+        return self.state_from([g["params"] for g in opt.param_groups], opt.state, params)
+
+    def to_json(self):
+        g0 = self.groups[0]
+        return {"type": self.name, "lr": self.base_lr,
+                "hyper": {k: v for k, v in g0.rule.h.items() if isinstance(v, (int, float, bool))},
+                "defaults": _json_options(self.defaults),
+                "groups": [{"params": g.params, "updated": g.updated, "lr_scale": g.lr_scale,
+                            "options": _json_options(g.options)} for g in self.groups]}
+
+
+def _json_options(opts):
+    out = {}
+    for k, v in opts.items():
+        if isinstance(v, tuple):
+            v = list(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            v = repr(v)
+        if v is None or isinstance(v, (bool, int, float, str, list)):
+            out[k] = v
+    return out
+
+
+def _py_options(j):
+    """Inverse of _json_options: lists were tuples (betas), strings like
+    'inf' were non-finite floats."""
+    out = {}
+    for k, v in j.items():
+        if isinstance(v, list):
+            v = tuple(v)
+        elif v in ("inf", "-inf", "nan"):
+            v = float(v)
+        out[k] = v
+    return out
+
+
+def from_torch(opt, names=None, updated=None):
+    """The functional twin of a torch.optim instance; names default to
+    p0, p1, ... in parameter order."""
+    if names is None:
+        k = iter(range(10 ** 9))
+        names = [[f"p{next(k)}" for _ in g["params"]] for g in opt.param_groups]
+    return Optimizer(opt, names, updated)

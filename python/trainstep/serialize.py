@@ -12,6 +12,8 @@ import operator
 import torch
 import torch.fx
 
+from . import provenance
+
 
 def _dtype_name(dt):
     return str(dt).replace("torch.", "")
@@ -54,13 +56,26 @@ class _Recorder(torch.fx.Interpreter):
         return out
 
 
+def node_values(captured, flat_inputs):
+    """Every node output's value, under its value name in the function JSON,
+    when the graph runs on flat_inputs (signature order): the eager trace
+    that `trainstep verify --trace` compares node by node."""
+    rec = _Recorder(captured.graph, keep_values=True)
+    rec.run(*[t.detach().clone() for t in flat_inputs])
+    out = {}
+    for n, v in rec.values.items():
+        if not isinstance(v, torch.Tensor):
+            continue  # a multi-output node: its getitems carry the values
+        name = f"{n.args[0].name}.{n.args[1]}" if n.target is operator.getitem else n.name
+        out[name] = v.detach().clone()
+    return out
+
+
 def source_of(n):
-    """Where PyTorch recorded this node came from, if it did."""
-    st = n.meta.get("stack_trace")
-    if not st:
-        return None
-    lines = [l.strip() for l in st.strip().splitlines() if l.strip().startswith("File")]
-    return lines[-1] if lines else None
+    """Where the node came from (python/trainstep/provenance.py), as the
+    node's JSON "source" object, or None."""
+    src = provenance.of_node(n)
+    return src or None
 
 
 def serialize_function(captured, keep_values=False):

@@ -50,6 +50,23 @@ struct Reader {
   }
 };
 
+// A node's "source" object ({module, module_type, file, line, function},
+// each optional) as one line; informational, so malformed parts are skipped.
+std::string source_str(const json& s) {
+  if (s.is_string()) return s.get<std::string>();
+  if (!s.is_object()) return "";
+  std::string r;
+  if (s.contains("file") && s["file"].is_string()) {
+    r = s["file"].get<std::string>();
+    if (s.contains("line") && s["line"].is_number_integer()) r += ":" + std::to_string(s["line"].get<int64_t>());
+  }
+  if (s.contains("module_type") && s["module_type"].is_string()) {
+    std::string m = s.contains("module") && s["module"].is_string() ? s["module"].get<std::string>() : "";
+    r += (r.empty() ? "" : " ") + std::string("(module '") + m + "' " + s["module_type"].get<std::string>() + ")";
+  }
+  return r;
+}
+
 Port read_port(const Reader& r, const json& j, const std::string& where, bool is_input) {
   Port p;
   p.role = r.str(j, "role", where);
@@ -95,7 +112,7 @@ Function read_function(const Reader& r, const std::string& fname, const json& j)
     where += " (" + n.op + ")";
     n.attrs = jn.contains("attrs") ? jn["attrs"] : json::object();
     if (!n.attrs.is_object()) r.fail(where, "'attrs' must be an object");
-    if (jn.contains("source") && jn["source"].is_string()) n.source = jn["source"];
+    if (jn.contains("source")) n.source = source_str(jn["source"]);
     const json& in = r.field(jn, "inputs", where);
     if (!in.is_array()) r.fail(where, "'inputs' must be a list");
     for (const auto& v : in) {
@@ -167,6 +184,10 @@ const StateSpec* Program::find_state(const std::string& n) const {
   return nullptr;
 }
 
+Function parse_function_json(const json& j, const std::string& name, const std::string& what) {
+  return read_function(Reader{what}, name, j);
+}
+
 Program parse_program(const json& j, const std::string& what) {
   Reader r{what};
   if (!j.is_object()) r.fail("top level", "must be a JSON object");
@@ -193,15 +214,30 @@ Program parse_program(const json& j, const std::string& what) {
     if (p.find_state(s.name)) r.fail(where, "state '" + s.name + "' listed twice");
     p.state.push_back(s);
   }
+  if (j.contains("aliases")) {
+    const json& al = j.at("aliases");
+    if (!al.is_object()) r.fail("top level", "'aliases' must be an object");
+    for (auto it = al.begin(); it != al.end(); ++it) {
+      if (!it.value().is_string()) r.fail("aliases", "'" + it.key() + "' must name a state tensor");
+      std::string target = it.value().get<std::string>();
+      if (!p.find_state(target))
+        r.fail("aliases", "'" + it.key() + "' names unknown state '" + target + "'");
+      if (p.find_state(it.key()))
+        r.fail("aliases", "'" + it.key() + "' is a state tensor, not an alias");
+      p.aliases[it.key()] = target;
+    }
+  }
   const json& fs = r.field(j, "functions", "top level");
   if (!fs.is_object()) r.fail("top level", "'functions' must be an object");
   for (auto it = fs.begin(); it != fs.end(); ++it)
     p.functions[it.key()] = read_function(r, it.key(), it.value());
   for (const char* need : {"train_step", "eval_step"})
     if (!p.functions.count(need)) r.fail("top level", std::string("missing function '") + need + "'");
+  if (p.functions.count("grad_step") != p.functions.count("apply_step"))
+    r.fail("top level", "grad_step and apply_step come together (one is missing)");
   for (auto& [name, f] : p.functions) {
     for (const auto& port : f.inputs) {
-      if (port.role != "state") continue;
+      if (port.role != "state" && port.role != "grad") continue;
       const StateSpec* s = p.find_state(port.state);
       if (!s) r.fail("function '" + name + "'", "input for unknown state '" + port.state + "'");
       if (s->type != port.type)
@@ -228,7 +264,9 @@ void verify_function(Function& f, const std::string& what) {
   for (auto& n : f.nodes) {
     n.def = reg.find(n.op);
     std::string where = what + ": function '" + f.name + "': node '" + n.name + "' (" + n.op + ")";
-    if (!n.def) fail(where + ": unsupported op (see docs/ops.md for the supported list)");
+    if (!n.def)
+      fail(where + ": unsupported op (see docs/ops.md for the supported list)" +
+           (n.source.empty() ? "" : "; from " + n.source));
     NodeCtx ctx = node_ctx(f, n);
     std::vector<TensorType> out;
     try {

@@ -60,6 +60,8 @@ struct Program {
   json optimizer;
   json golden;
   std::vector<StateSpec> state;
+  // Tied weights: a second state_dict name -> the state tensor it shares.
+  std::map<std::string, std::string> aliases;
   std::map<std::string, Function> functions;
 
   const Function& function(const std::string& name) const;  // fails if absent
@@ -70,6 +72,9 @@ constexpr int kFormatVersion = 1;
 
 // `what` names the source (the artifact path) in every error message.
 Program parse_program(const json& j, const std::string& what);
+// One FUNCTION object (docs/format.md) on its own, structure only: callers
+// that run a lone function (`trainstep run-program`) verify it themselves.
+Function parse_function_json(const json& j, const std::string& name, const std::string& what);
 void verify_function(Function& f, const std::string& what);
 
 // The NodeCtx an op sees for node n of f (input types from f's values;

@@ -265,9 +265,18 @@ std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
 
 // Backward: diff_src via convolution_backward_data, diff_weights (and
 // diff_bias) via convolution_backward_weights, both hinted by the forward pd.
+// relu_mask (trainstep.conv_backward_relu): grad_input is also masked by the
+// relu that made the input x, where(x <= 0, 0, grad_input), and may be
+// written over x. So the order is: grad_weight and grad_bias (they read x),
+// x's mask into bits the kernel owns, grad_input, the mask.
 class ConvBwdKernel : public Kernel {
  public:
-  ConvBwdKernel(const ConvGeom& g, bool want_in, bool want_w, bool want_b) {
+  ConvBwdKernel(const ConvGeom& g, bool want_in, bool want_w, bool want_b, bool relu_mask = false)
+      : relu_mask_(relu_mask) {
+    if (relu_mask) {
+      n_in_ = g.N * g.C * g.H * g.W;
+      mask_.assign((n_in_ + 63) / 64, 0);
+    }
     ConvMds m = conv_mds(g);
     auto attr = user_scratchpad_attr();
     auto hint = fwd_pd(m, want_b, attr);
@@ -322,13 +331,6 @@ class ConvBwdKernel : public Kernel {
       dd_data_.set(in[0].data);
       dd_data_.sync();
     }
-    if (do_data) {
-      wei_.set(in[2].data);
-      wei_.sync();
-      dsrc_.set(out[0].data);
-      data_.exec();
-      dsrc_.sync();
-    }
     if (do_w) {
       if (!share_dd_) {
         dd_wei_.set(in[0].data);
@@ -344,10 +346,41 @@ class ConvBwdKernel : public Kernel {
       wgt_.exec();
       if (out[1].data) dwei_.sync();
     }
+    if (do_data) {
+      if (relu_mask_) save_mask(in[1].as<float>());
+      wei_.set(in[2].data);
+      wei_.sync();
+      dsrc_.set(out[0].data);
+      data_.exec();
+      dsrc_.sync();
+      if (relu_mask_) apply_mask(out[0].as<float>());
+    }
   }
 
  private:
+  // Bit i: x[i] passes the relu backward, i.e. !(x[i] <= 0) (NaN passes).
+  void save_mask(const float* x) {
+    const int64_t words = static_cast<int64_t>(mask_.size());
+    parallel_for(words, words > 256, [&](int64_t w) {
+      uint64_t bits = 0;
+      const int64_t lo = w * 64, n = std::min<int64_t>(64, n_in_ - lo);
+      for (int64_t b = 0; b < n; ++b) bits |= static_cast<uint64_t>(!(x[lo + b] <= 0.f)) << b;
+      mask_[w] = bits;
+    });
+  }
+  void apply_mask(float* d) const {
+    const int64_t words = static_cast<int64_t>(mask_.size());
+    parallel_for(words, words > 256, [&](int64_t w) {
+      const uint64_t bits = mask_[w];
+      const int64_t lo = w * 64, n = std::min<int64_t>(64, n_in_ - lo);
+      for (int64_t b = 0; b < n; ++b) d[lo + b] = (bits >> b) & 1 ? d[lo + b] : 0.f;
+    });
+  }
+
   bool has_data_ = false, has_wgt_ = false, has_bias_ = false, share_dd_ = false;
+  bool relu_mask_ = false;
+  int64_t n_in_ = 0;
+  std::vector<uint64_t> mask_;  // relu_mask: one bit per input element
   Port dd_data_, wei_, dsrc_;       // backward data
   Port dd_wei_, src_, dwei_;        // backward weights
   memory dbias_, spare_b_, spare_w_;
@@ -371,10 +404,17 @@ std::vector<TensorType> infer_conv_bwd(const NodeCtx& ctx) {
   return {ctx.input(1), ctx.input(2), {DType::F32, {g.O}}};
 }
 
+std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
+  std::vector<TensorType> t = infer_conv_bwd(ctx);
+  if (!output_mask(ctx)[0]) ctx.fail("output_mask[0] (grad_input) must be true");
+  return t;
+}
+
+template <bool RELU>
 std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
   std::vector<bool> m = output_mask(k.node);
   try {
-    return std::make_unique<ConvBwdKernel>(conv_geom(k.node, 1, 2), m[0], m[1], m[2]);
+    return std::make_unique<ConvBwdKernel>(conv_geom(k.node, 1, 2), m[0], m[1], m[2], RELU);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution backward: ") + e.what());
   }
@@ -395,7 +435,14 @@ void register_conv_ops(OpRegistry& r) {
   r.add({"aten.convolution_backward.default",
          "Gradients of 2-D convolution (oneDNN) w.r.t. input, weight and bias per output_mask; "
          "float32, transposed=false only",
-         infer_conv_bwd, make_conv_bwd});
+         infer_conv_bwd, make_conv_bwd<false>});
+  OpDef relu_bwd{"trainstep.conv_backward_relu",
+                 "aten.convolution_backward whose grad_input is also masked by the relu that "
+                 "made the input x: where(x <= 0, 0, grad_input); may write grad_input over x "
+                 "(made by the fuse_relu_backward pass)",
+                 infer_conv_bwd_relu, make_conv_bwd<true>};
+  relu_bwd.overwrites_input = 1;
+  r.add(std::move(relu_bwd));
 }
 
 }  // namespace ts

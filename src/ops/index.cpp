@@ -1,4 +1,5 @@
-// gather / scatter / scatter_add / index_select along one dim.
+// gather / scatter / scatter_add / index_select along one dim, and
+// index_put with one index tensor (embedding backward).
 //
 // Indices are validated in a first pass over the index tensor (cheap, no
 // allocation); a bad one throws ts::Error naming the node, op and value.
@@ -254,6 +255,68 @@ std::unique_ptr<Kernel> index_select_make(const KernelCtx& kc) {
   return k;
 }
 
+// ---- index_put with one index tensor: self[index] = / += values ----
+// Inputs: self, the index tensor (ATen's `indices` list, one entry), values.
+std::vector<TensorType> index_put_infer(const NodeCtx& ctx) {
+  if (ctx.num_inputs() != 3 || !ctx.has_input(1))
+    ctx.fail("only one index tensor (indexing dim 0) is supported, got " +
+             std::to_string(ctx.num_inputs() - 2));
+  ctx.expect_dtype(1, DType::I64);
+  const TensorType& s = ctx.input(0);
+  const TensorType& v = ctx.input(2);
+  if (s.shape.empty()) ctx.fail("self must have at least one dim");
+  if (v.dtype != s.dtype)
+    ctx.fail("values " + v.str() + " must have self's dtype " + dtype_name(s.dtype));
+  Shape want = ctx.input(1).shape;
+  want.insert(want.end(), s.shape.begin() + 1, s.shape.end());
+  if (v.shape != want)
+    ctx.fail("values " + v.str() + " must be index shape + self's trailing dims " +
+             TensorType{v.dtype, want}.str());
+  ctx.attr_bool("accumulate");
+  return {{s.dtype, s.shape}};
+}
+
+struct IndexPutKernel : Kernel {
+  int64_t K = 0, D = 0, I = 0;
+  bool accumulate = false;
+  std::string where;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const int64_t* idx = in[1].as<int64_t>();
+    // torch takes negative indices from the end.
+    for (int64_t k = 0; k < K; ++k)
+      if (idx[k] < -D || idx[k] >= D) bad_index(where, idx[k], 0, D);
+    if (out[0].data != in[0].data) std::memcpy(out[0].data, in[0].data, in[0].nbytes());
+    dispatch_dtype(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T* o = out[0].as<T>();
+      const T* v = in[2].as<T>();
+      // Serial over k: duplicate indices hit the same row.
+      for (int64_t k = 0; k < K; ++k) {
+        T* row = o + (idx[k] < 0 ? idx[k] + D : idx[k]) * I;
+        const T* src = v + k * I;
+        if (accumulate) {
+          for (int64_t i = 0; i < I; ++i) row[i] = static_cast<T>(row[i] + src[i]);
+        } else {
+          std::memcpy(row, src, static_cast<size_t>(I) * sizeof(T));
+        }
+      }
+    });
+  }
+};
+
+std::unique_ptr<Kernel> index_put_make(const KernelCtx& kc) {
+  const NodeCtx& ctx = kc.node;
+  const Shape& s = ctx.input(0).shape;
+  auto k = std::make_unique<IndexPutKernel>();
+  k->K = ctx.input(1).numel();
+  k->D = s[0];
+  k->I = shape_numel(Shape(s.begin() + 1, s.end()));
+  k->accumulate = ctx.attr_bool("accumulate");
+  k->where = where_of(ctx);
+  return k;
+}
+
 }  // namespace
 
 void register_index_ops(OpRegistry& r) {
@@ -268,6 +331,11 @@ void register_index_ops(OpRegistry& r) {
               &scatter_infer<Sc::Add>, &scatter_make<Sc::Add>, false});
   r.add(OpDef{"aten.index_select.default", "self's slices along dim picked by a 0-d/1-d int64 index; any dtype",
               &index_select_infer, &index_select_make, false});
+  r.add(OpDef{"aten.index_put.default",
+              "copy of self with self[index] = values (attr accumulate: +=, duplicates add up); one "
+              "int64 index tensor on dim 0 (negative from the end); values shaped index + self's "
+              "trailing dims; any dtype",
+              &index_put_infer, &index_put_make, false});
 }
 
 }  // namespace ts

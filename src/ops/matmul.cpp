@@ -3,6 +3,7 @@
 // output scale alpha and a sum post-op with scale beta. trainstep.matmul
 // (made by the fold_transpose pass) reads either operand transposed through
 // a strided (column-major) memory descriptor, so no transpose is copied.
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <string>
@@ -46,6 +47,15 @@ class MatmulKernel : public Kernel {
   MatmulKernel(const Shape& a, const Shape& b, const Shape& c, int ia, int ib, const Shape* bias,
                float alpha, float beta, bool ta = false, bool tb = false)
       : ia_(ia), ib_(ib), beta_(bias ? beta : 0.f) {
+    rows_ = c[0];
+    cols_ = c[1];
+    if (bias) bias_shape_ = *bias;
+    if (shape_numel(a) == 0 || shape_numel(b) == 0) {
+      // An empty operand (oneDNN divides by these sizes): with K == 0 the
+      // product is zeros, so the result is beta * self or zeros.
+      empty_ = true;
+      return;
+    }
     using tag = memory::format_tag;
     auto tg = a.size() == 3 ? tag::abc : tag::ab;
     auto md = [&](const Shape& s, bool t = false) {
@@ -57,7 +67,6 @@ class MatmulKernel : public Kernel {
       dnnl::post_ops po;
       po.append_sum(beta_);
       attr.set_post_ops(po);
-      bias_shape_ = *bias;
     }
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(a, ta), md(b, tb), md(c)), attr,
                                     cpu_engine());
@@ -69,12 +78,21 @@ class MatmulKernel : public Kernel {
     step_.bind(DNNL_ARG_WEIGHTS, b_);
     step_.bind(DNNL_ARG_DST, c_);
     bind_scratchpad(step_, pd.scratchpad_desc());
-    rows_ = c[0];
-    cols_ = c[1];
   }
 
   void run(const Tensor* in, Tensor* out) override {
     if (!out[0].data) return;
+    if (empty_) {
+      float* c = out[0].as<float>();
+      const int64_t n = out[0].numel();
+      if (beta_ == 0.f) {
+        std::fill(c, c + n, 0.f);
+        return;
+      }
+      fill_bias(in[0].as<float>(), c);
+      for (int64_t i = 0; i < n; ++i) c[i] *= beta_;
+      return;
+    }
     if (beta_ != 0.f) fill_bias(in[0].as<float>(), out[0].as<float>());
     a_.set_data_handle(in[ia_].data);
     b_.set_data_handle(in[ib_].data);
@@ -100,6 +118,7 @@ class MatmulKernel : public Kernel {
 
   int ia_, ib_;
   float beta_;
+  bool empty_ = false;  // an operand has no elements: no primitive
   Shape bias_shape_;
   int64_t rows_ = 0, cols_ = 0;
   memory a_, b_, c_;

@@ -112,6 +112,10 @@ struct OpDef {
   // and the kernel reads element i before writing it: an output may share
   // the buffer of a same-typed input that dies here (in-place update).
   bool same_index = false;
+  // Output 0 may take the buffer of this input when the input dies at this
+  // node and has the same byte size: the kernel has read all it needs of
+  // that input before it writes output 0. -1: none.
+  int overwrites_input = -1;
   // The kernel only moves or converts data (transposes, concatenation,
   // casts): profiles count it as overhead, not compute.
   bool data_movement = false;

@@ -3,6 +3,7 @@
 // Windows that tile the input (kernel == stride, no padding or dilation, the
 // common 2x2/2 case) take a branch-free fast path with the same results.
 #include <algorithm>
+#include <array>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -78,7 +79,7 @@ std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
     if (!out[0].data && !out[1].data) return;
     float* y = out[0].as<float>();
     int64_t* idx = out[1].as<int64_t>();
-    if (tiled && y && idx)
+    if (tiled && y)
       pool_detail::max_pool_tiled(g, in[0].as<float>(), y, idx);
     else
       pool_detail::max_pool_general(g, in[0].as<float>(), y, idx);
@@ -117,6 +118,92 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
   });
 }
 
+// The pair the compiler puts in place of relu -> max_pool2d_with_indices and
+// its backward (passes/fuse_relu_backward.h), for windows that tile the
+// input. The forward keeps one byte per window instead of the relu output
+// and int64 indices: bits 0-6 the argmax's offset in the window (row-major,
+// found by the same rule as the general path), bit 7 set when the gradient
+// passes the relu, i.e. unless the window's max is <= 0. The backward
+// scatters grad_output with it: where(x <= 0, 0, max-pool backward).
+
+PoolGeom tiled_geom(const NodeCtx& ctx, const TensorType& x) {
+  PoolGeom g = pool_geom(ctx, x);
+  if (!pool_detail::max_pool_tiles(g))
+    ctx.fail("needs windows that tile the input (kernel == stride, no padding or dilation)");
+  if (g.kh * g.kw > 128) ctx.fail("windows of more than 128 elements do not fit a byte code");
+  return g;
+}
+
+std::vector<TensorType> infer_code_fwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  PoolGeom g = tiled_geom(ctx, ctx.input(0));
+  return {{DType::F32, g.out_shape}, {DType::U8, g.out_shape}};
+}
+
+std::unique_ptr<Kernel> make_code_fwd(const KernelCtx& k) {
+  PoolGeom g = tiled_geom(k.node, k.node.input(0));
+  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+    float* y = out[0].as<float>();
+    uint8_t* code = out[1].as<uint8_t>();
+    if (!y || !code) fail("trainstep.max_pool2d_code: both outputs are needed");
+    pool_detail::max_pool_tiled_code(g, in[0].as<float>(), y, code);
+  });
+}
+
+// The input's shape: grad_output's with the last two dims from input_size.
+TensorType code_bwd_input(const NodeCtx& ctx) {
+  const TensorType& go = ctx.input(0);
+  int64_t H, W;
+  ctx.attr_pair("input_size", H, W);
+  if (go.shape.size() < 3) ctx.fail("grad_output must be rank 3 or 4, got " + go.str());
+  TensorType x{DType::F32, go.shape};
+  x.shape[x.shape.size() - 2] = H;
+  x.shape[x.shape.size() - 1] = W;
+  return x;
+}
+
+std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
+  ctx.expect_inputs(2);
+  TensorType x = code_bwd_input(ctx);
+  PoolGeom g = tiled_geom(ctx, x);
+  const TensorType& go = ctx.input(0);
+  const TensorType& code = ctx.input(1);
+  if (go.dtype != DType::F32 || go.shape != g.out_shape)
+    ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
+  if (code.dtype != DType::U8 || code.shape != g.out_shape)
+    ctx.fail("code must be uint8" + shape_str(g.out_shape) + ", got " + code.str());
+  return {x};
+}
+
+std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
+  PoolGeom g = tiled_geom(k.node, code_bwd_input(k.node));
+  // A code's offset within the window, as an offset in the plane.
+  std::array<int64_t, 128> at_offset{};
+  for (int64_t a = 0; a < g.kh * g.kw; ++a) at_offset[a] = (a / g.kw) * g.W + a % g.kw;
+  return make_fn_kernel([g, at_offset](const Tensor* in, Tensor* out) {
+    float* gi = out[0].as<float>();
+    if (!gi) return;
+    const float* go = in[0].as<float>();
+    const uint8_t* code = in[1].as<uint8_t>();
+    parallel_for(g.planes, true, [&](int64_t p) {
+      float* gp = gi + p * g.H * g.W;
+      std::fill(gp, gp + g.H * g.W, 0.f);
+      const int64_t o0 = p * g.OH * g.OW;
+      // Without branches: the argmax always gets a store, 0 when the relu
+      // blocks (it is already 0).
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t o = o0 + oh * g.OW + ow;
+          const int c = code[o];
+          gp[oh * g.kh * g.W + ow * g.kw + at_offset[c & (pool_detail::kCodePass - 1)]] =
+              c & pool_detail::kCodePass ? go[o] : 0.f;
+        }
+    });
+  });
+}
+
+
+
 }  // namespace
 
 namespace pool_detail {
@@ -152,6 +239,10 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
   });
 }
 
+bool windows_tile(const NodeCtx& node, const TensorType& x) {
+  return max_pool_tiles(pool_geom(node, x));
+}
+
 bool max_pool_tiles(const PoolGeom& g) {
   return g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 && g.kh == g.sh && g.kw == g.sw &&
          g.OH * g.kh <= g.H && g.OW * g.kw <= g.W;
@@ -182,7 +273,7 @@ void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, i
         bi = take ? at : bi;
       }
     y[ow] = m;
-    idx[ow] = bi;
+    if (idx) idx[ow] = bi;
   }
 }
 
@@ -195,7 +286,7 @@ void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, i
 // strictly larger or NaN. That is the same value and index as the row-major
 // scan a, b, c, d of the general path. Masked loads and stores: no over-read.
 void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
-                          int64_t* idx) {
+                          int64_t* idx, uint8_t* code) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i step2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
@@ -204,7 +295,11 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
                                   _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
   };
-  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx += OW)
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i i32_one = _mm512_set1_epi32(1), i32_two = _mm512_set1_epi32(2),
+                i32_pass = _mm512_set1_epi32(kCodePass);
+  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx = idx ? idx + OW : nullptr,
+               code = code ? code + OW : nullptr)
   for (int64_t ow = 0; ow < OW; ow += 16) {
     const float* r0 = xp + 2 * oh * W;
     const float* r1 = r0 + W;
@@ -222,9 +317,16 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     __mmask16 kt = later(a, b), kb = later(c, d);
     __m512 top = _mm512_mask_blend_ps(kt, a, b), bot = _mm512_mask_blend_ps(kb, c, d);
     __mmask16 kv = later(top, bot);
-    _mm512_mask_storeu_ps(y + ow, keep, _mm512_mask_blend_ps(kv, top, bot));
+    const __m512 m = _mm512_mask_blend_ps(kv, top, bot);
+    _mm512_mask_storeu_ps(y + ow, keep, m);
     __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
-    for (int half = 0; half < 2; ++half) {
+    if (code) {  // row * 2 + column, | 0x80 unless the max is <= 0 (NaN passes)
+      __m512i c = _mm512_maskz_mov_epi32(kcol, i32_one);
+      c = _mm512_mask_add_epi32(c, kv, c, i32_two);
+      c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(m, zero, _CMP_NLE_UQ), c, i32_pass);
+      _mm512_mask_cvtepi32_storeu_epi8(code + ow, keep, c);
+    }
+    for (int half = 0; half < 2 && idx; ++half) {
       __mmask8 v = static_cast<__mmask8>(kv >> (8 * half));
       __mmask8 col = static_cast<__mmask8>(kcol >> (8 * half));
       __mmask8 st = static_cast<__mmask8>(keep >> (8 * half));
@@ -238,12 +340,59 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
 }
 #endif
 
+namespace {
+
+// One output row of code pooling; KH/KW = 0: sizes known only at run time.
+template <int KH, int KW>
+void code_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, int64_t OW,
+              float* y, uint8_t* code) {
+  if (KH) kh = KH;
+  if (KW) kw = KW;
+  const float* row = xp + oh * kh * W;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float* win = row + ow * kw;
+    float m = win[0];
+    int best = 0;
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const float v = win[i * W + j];
+        const bool take = v > m || v != v;  // a larger value or any NaN
+        m = take ? v : m;
+        best = take ? static_cast<int>(i * kw + j) : best;
+      }
+    y[ow] = m;
+    code[ow] = static_cast<uint8_t>(best | (m <= 0.f ? 0 : kCodePass));
+  }
+}
+
+}  // namespace
+
+void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* code) {
+#if defined(__AVX512F__)
+  if (g.kh == 2 && g.kw == 2) {
+    parallel_for(g.planes, true, [&](int64_t p) {
+      int64_t o = p * g.OH * g.OW;
+      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, nullptr, code + o);
+    });
+    return;
+  }
+#endif
+  auto row = g.kh == 2 && g.kw == 2 ? &code_row<2, 2> : &code_row<0, 0>;
+  parallel_for(g.planes, true, [&](int64_t p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t o = (p * g.OH + oh) * g.OW;
+      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, code + o);
+    }
+  });
+}
+
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 #if defined(__AVX512F__)
   if (g.kh == 2 && g.kw == 2) {
     parallel_for(g.planes, true, [&](int64_t p) {
       int64_t o = p * g.OH * g.OW;
-      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx + o);
+      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx ? idx + o : nullptr, nullptr);
     });
     return;
   }
@@ -253,7 +402,7 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
     const float* xp = x + p * g.H * g.W;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t o = (p * g.OH + oh) * g.OW;
-      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, idx + o);
+      row(xp, g.W, g.kh, g.kw, oh, g.OW, y + o, idx ? idx + o : nullptr);
     }
   });
 }
@@ -269,6 +418,15 @@ void register_pool_ops(OpRegistry& r) {
          "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
          "float32 tensor at the saved indices",
          infer_bwd, make_bwd});
+  r.add({"trainstep.max_pool2d_code",
+         "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "
+         "values and one uint8 per window (argmax offset, bit 7: max > 0 or NaN) for "
+         "trainstep.max_pool2d_code_backward (created by a compiler pass)",
+         infer_code_fwd, make_code_fwd});
+  r.add({"trainstep.max_pool2d_code_backward",
+         "Gradient of max_pool2d(relu(.)) w.r.t. the relu output from the window codes: "
+         "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a compiler pass)",
+         infer_code_bwd, make_code_bwd});
 }
 
 }  // namespace ts

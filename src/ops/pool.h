@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/op.h"
 #include "trainstep/tensor.h"
 
 namespace ts {
@@ -20,8 +21,19 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
 
 // kernel == stride, no padding, no dilation, every window inside the input.
 bool max_pool_tiles(const PoolGeom& g);
-// Requires max_pool_tiles(g) and both outputs; same results as the general path.
+// Requires max_pool_tiles(g) and y (idx may be nullptr); same results as the
+// general path.
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx);
+
+// trainstep.max_pool2d_code's byte per window: bits 0-6 the argmax's offset
+// in the window (row-major), kCodePass set unless the window's max is <= 0.
+constexpr uint8_t kCodePass = 0x80;
+// Requires max_pool_tiles(g): values and codes.
+void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* code);
+
+// Do the windows of a pooling node (its attrs) over input x tile x? Throws
+// the node's error for invalid attrs.
+bool windows_tile(const NodeCtx& node, const TensorType& x);
 
 }  // namespace pool_detail
 }  // namespace ts

@@ -5,6 +5,8 @@
 #include "passes/fold_transpose.h"
 #include "passes/fuse_conv_relu.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/fuse_relu_backward.h"
+#include "passes/schedule.h"
 
 namespace ts {
 
@@ -46,12 +48,15 @@ void optimize(Function& f, const CompileOptions& o) {
   // Fusion after cleanup, so groups see folded constants and no no-op
   // arithmetic. Transposes fold into matmuls and relus into convs before
   // the elementwise groups form, so those relus are not grouped away.
-  // In-place planning happens in the executor's memory plan.
   if (o.fusion) {
     fold_transpose(f);
     fuse_conv_relu(f);
+    fuse_relu_backward(f);
     fuse_elementwise(f);
   }
+  // In-place planning happens in the executor's memory plan; this order
+  // lets it free each gradient as soon as its update has run.
+  if (o.inplace) schedule_updates_early(f);
 }
 
 }  // namespace ts

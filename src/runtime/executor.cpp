@@ -80,6 +80,7 @@ void Executor::run() {
       fail("function '" + f_.name + "': input '" + p.name + "' is not bound");
   if (dirty_) refresh();
   if (threads_ > 0) omp_set_num_threads(threads_);
+  if (observer_) return run_observed();
   if (!profiling_) {
     for (auto& s : steps_) s.kernel->run(s.in.data(), s.out.data());
     return;
@@ -94,6 +95,22 @@ void Executor::run() {
     times_[i].layout_seconds += LayoutTimer::seconds - layout0;
   }
   LayoutTimer::on = false;
+}
+
+void Executor::run_observed() {
+  // steps_ holds the non-view nodes in f_.nodes order.
+  size_t k = 0;
+  std::vector<const Tensor*> outs;
+  for (const Node& n : f_.nodes) {
+    if (k < steps_.size() && steps_[k].node == &n) {
+      steps_[k].kernel->run(steps_[k].in.data(), steps_[k].out.data());
+      ++k;
+    }
+    outs.clear();
+    for (int v : n.outputs)
+      outs.push_back(v >= 0 && plan_.live[v] && values_[v].data ? &values_[v] : nullptr);
+    observer_(n, outs);
+  }
 }
 
 }  // namespace ts

@@ -13,6 +13,7 @@
 // run(). Without donation, bound inputs are only read.
 
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -45,6 +46,13 @@ class Executor {
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<NodeTime>& profile() const { return times_; }
   void reset_profile();
+  // Debugging hook (`verify --trace`): while set, run() calls fn(node,
+  // outputs) after every node in schedule order, views included, while
+  // its outputs still hold their values (an output nobody reads is nullptr).
+  // run() checks for it once, so the plain loop stays as it is.
+  using Observer = std::function<void(const Node&, const std::vector<const Tensor*>&)>;
+  void set_observer(Observer fn) { observer_ = std::move(fn); }
+
   // After run(), only outputs are sure to hold their values: intermediates
   // whose lifetimes ended may have been overwritten (shared arena bytes).
   const Tensor& value(int id) const { return values_[id]; }
@@ -54,6 +62,7 @@ class Executor {
 
  private:
   void refresh();  // re-resolves data pointers after a bind
+  void run_observed();
 
   struct Step {
     const Node* node;
@@ -70,6 +79,7 @@ class Executor {
   bool dirty_ = true;
   bool profiling_ = false;
   std::vector<NodeTime> times_;  // one per step_, same order
+  Observer observer_;
 };
 
 }  // namespace ts

@@ -88,31 +88,52 @@ MemoryPlan plan_memory(const Function& f, bool inplace, bool donate) {
 
   // In-place intermediates: a same_index node may write an output over an
   // arena value of the same type that dies at that node (e.g. relu-backward
-  // over the incoming gradient), as eager PyTorch's in-place ops do.
+  // over the incoming gradient), as eager PyTorch's in-place ops do; a node
+  // whose op names overwrites_input may write output 0 over that input.
   if (inplace) {
     std::vector<int> claimed;  // roots already reused at the current node
+    auto reusable = [&](int i, int u, int w2) {
+      if (u < 0) return -1;
+      const int r = p.root[u];
+      if (producer[r] < 0 || p.last[r] != i || r == w2) return -1;
+      if (std::find(claimed.begin(), claimed.end(), r) != claimed.end()) return -1;
+      if (f.value_types[r].nbytes() != f.value_types[w2].nbytes()) return -1;
+      return r;
+    };
+    auto reuse = [&](int r, int w2) {
+      claimed.push_back(r);
+      for (size_t v = 0; v < nv; ++v)
+        if (p.root[v] == w2) p.root[v] = r;
+      p.last[r] = p.last[w2];
+      p.last[w2] = -1;
+    };
     for (int i = 0; i < end; ++i) {
       const Node& n = f.nodes[i];
-      if (!n.def->same_index) continue;
       claimed.clear();
+      const int k = n.def->overwrites_input;
+      if (k >= 0 && k < static_cast<int>(n.inputs.size()) && !n.outputs.empty()) {
+        const int w2 = n.outputs[0];
+        if (w2 >= 0 && p.root[w2] == w2 && p.last[w2] >= 0) {
+          const int r = reusable(i, n.inputs[k], w2);
+          // No other input may read the bytes being overwritten.
+          bool only = r >= 0;
+          for (size_t j = 0; only && j < n.inputs.size(); ++j)
+            only = static_cast<int>(j) == k || n.inputs[j] < 0 || p.root[n.inputs[j]] != r;
+          if (only) reuse(r, w2);
+        }
+      }
+      if (!n.def->same_index) continue;
       for (int w2 : n.outputs) {
         if (w2 < 0 || p.root[w2] != w2 || p.last[w2] < 0) continue;
         for (int u : n.inputs) {
-          if (u < 0) continue;
-          const int r = p.root[u];
-          if (producer[r] < 0 || p.last[r] != i || r == w2) continue;
-          if (std::find(claimed.begin(), claimed.end(), r) != claimed.end()) continue;
-          if (f.value_types[r].nbytes() != f.value_types[w2].nbytes()) continue;
+          const int r = reusable(i, u, w2);
+          if (r < 0) continue;
           // Every read of r here must be element-aligned with the output.
           bool aligned = true;
           for (int x : n.inputs)
             if (x >= 0 && p.root[x] == r) aligned = aligned && f.value_types[x] == f.value_types[w2];
           if (!aligned) continue;
-          claimed.push_back(r);
-          for (size_t v = 0; v < nv; ++v)
-            if (p.root[v] == w2) p.root[v] = r;
-          p.last[r] = p.last[w2];
-          p.last[w2] = -1;
+          reuse(r, w2);
           break;
         }
       }
@@ -172,6 +193,32 @@ std::string memory_summary(const MemoryPlan& p, size_t state_bytes) {
   std::snprintf(buf, sizeof buf, "arena %.2f MiB (naive %.2f MiB), state %.2f MiB, donated %zu state outputs",
                 p.arena_bytes / MiB, p.naive_bytes / MiB, state_bytes / MiB, p.donated.size());
   return buf;
+}
+
+std::string memory_peak_report(const Function& f, const MemoryPlan& p, int top) {
+  constexpr double MiB = 1024.0 * 1024.0;
+  const int end = static_cast<int>(f.nodes.size());
+  std::vector<size_t> live(end + 1, 0);
+  for (size_t v = 0; v < p.size.size(); ++v)
+    if (p.has_slot(v))
+      for (int i = std::max(p.first[v], 0); i <= p.last[v]; ++i) live[i] += p.size[v];
+  const int at = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
+  std::vector<int> here;
+  for (size_t v = 0; v < p.size.size(); ++v)
+    if (p.has_slot(v) && p.first[v] <= at && at <= p.last[v]) here.push_back(static_cast<int>(v));
+  std::sort(here.begin(), here.end(), [&](int a, int b) { return p.size[a] > p.size[b]; });
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "memory peak %.2f MiB live at node %d (%s %s), %zu values:\n",
+                live[at] / MiB, at, at < end ? f.nodes[at].name.c_str() : "outputs",
+                at < end ? f.nodes[at].op.c_str() : "", here.size());
+  std::string out = buf;
+  for (int k = 0; k < std::min<int>(top, here.size()); ++k) {
+    const int v = here[k];
+    std::snprintf(buf, sizeof buf, "  %8.2f MiB  %-28s %-24s live [%d, %d]\n", p.size[v] / MiB,
+                  f.value_names[v].c_str(), f.value_types[v].str().c_str(), p.first[v], p.last[v]);
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace ts

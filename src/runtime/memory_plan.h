@@ -29,7 +29,9 @@
 // Reuse (inplace): likewise an output of a same_index node takes over the
 // slot of an arena value that dies at that node, when the byte sizes match
 // and every read of that value by the node is element-aligned with the
-// output (same type). One input is reused by one output at most.
+// output (same type). One input is reused by one output at most. An op with
+// OpDef::overwrites_input = k may likewise write output 0 over input k (same
+// byte size) when no other input of the node reads those bytes.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -64,5 +66,9 @@ std::string bytes_str(size_t n);
 
 // "arena X MiB (naive Y MiB), state Z MiB, donated N state outputs"
 std::string memory_summary(const MemoryPlan& p, size_t state_bytes);
+
+// Where the plan's live bytes peak: the node, the live total (a lower bound
+// on the arena) and the largest values live there, one per line.
+std::string memory_peak_report(const Function& f, const MemoryPlan& p, int top = 8);
 
 }  // namespace ts

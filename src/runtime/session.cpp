@@ -111,6 +111,15 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   eval_fn_ = std::make_unique<Function>(p.function("eval_step"));
   optimize(*train_fn_, o.compile);
   optimize(*eval_fn_, o.compile);
+  const bool grads = p.functions.count("grad_step") > 0;
+  if (grads) {
+    grad_fn_ = std::make_unique<Function>(p.function("grad_step"));
+    apply_fn_ = std::make_unique<Function>(p.function("apply_step"));
+    optimize(*grad_fn_, o.compile);
+    optimize(*apply_fn_, o.compile);
+    for (const Port& out : grad_fn_->outputs)
+      if (out.role == "grad") grads_bytes_ += out.type.nbytes();
+  }
   const Function& tf = *train_fn_;
   const Function& ef = *eval_fn_;
   // In place: new state is written into state_'s buffers where the plan
@@ -118,29 +127,26 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   // Skipping a non-finite step needs the old state to survive the step, so
   // that mode does not donate.
   const bool donate = o.on_nonfinite != NonFinite::Skip;
-  MemoryPlan train_plan = plan_memory(tf, o.compile.inplace, donate);
-  MemoryPlan eval_plan = plan_memory(ef, o.compile.inplace, donate);
-  const size_t need = state_bytes_ + train_plan.arena_bytes + eval_plan.arena_bytes;
+  std::vector<MemoryPlan> plans;
+  const Function* fns[] = {&tf, &ef, grad_fn_.get(), apply_fn_.get()};
+  for (const Function* f : fns)
+    if (f) plans.push_back(plan_memory(*f, o.compile.inplace, donate));
+  size_t need = state_bytes_ + grads_bytes_;
+  std::string parts;
+  const char* fnames[] = {"train_step", "eval_step", "grad_step", "apply_step"};
+  for (size_t i = 0; i < plans.size(); ++i) {
+    need += plans[i].arena_bytes;
+    parts += std::string(", ") + fnames[i] + " arena " + bytes_str(plans[i].arena_bytes);
+  }
   if (need > limit)
     fail(artifact_->path + ": the session needs " + bytes_str(need) + " (" + std::to_string(need) +
-         " bytes: state " + bytes_str(state_bytes_) + ", train_step arena " +
-         bytes_str(train_plan.arena_bytes) + ", eval_step arena " +
-         bytes_str(eval_plan.arena_bytes) + "), more than " + limit_text);
-  train_ = std::make_unique<Executor>(tf, o.threads, std::move(train_plan));
-  eval_ = std::make_unique<Executor>(ef, o.threads, std::move(eval_plan));
-  for (auto* ex : {train_.get(), eval_.get()}) {
-    const Function& f = ex->function();
-    for (size_t i = 0; i < f.inputs.size(); ++i) {
-      const Port& in = f.inputs[i];
-      if (in.role == "state") ex->bind_input(int(i), state_.at(in.state).view.data);
-      else if (in.role == "lr") ex->bind_input(int(i), lr_t_.view.data);
-      else if (in.role == "rng_seed") ex->bind_input(int(i), seed_t_.view.data);
-      else if (in.role == "rng_offset") ex->bind_input(int(i), step_t_.view.data);
-      else if (in.role != "input" && in.role != "target")
-        fail(artifact_->path + ": function '" + f.name + "' has an input with unknown role '" +
-             in.role + "'");
-    }
-  }
+         " bytes: state " + bytes_str(state_bytes_) +
+         (grads ? ", gradients " + bytes_str(grads_bytes_) : std::string()) + parts +
+         "), more than " + limit_text);
+  train_ = std::make_unique<Executor>(tf, o.threads, std::move(plans[0]));
+  eval_ = std::make_unique<Executor>(ef, o.threads, std::move(plans[1]));
+  bind_runtime_inputs(*train_);
+  bind_runtime_inputs(*eval_);
   train_inputs_ = slots_of(tf, "input");
   eval_inputs_ = slots_of(ef, "input");
   train_target_ = tf.find_input("target");
@@ -152,13 +158,56 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
       eval_sample_loss_ < 0)
     fail(artifact_->path + ": the step signatures lack a target, loss or output");
   for (size_t i = 0; i < tf.outputs.size(); ++i)
-    if (tf.outputs[i].role == "state") {
-      const StateSpec* spec = p.find_state(tf.outputs[i].state);
-      if (!spec)
-        fail(artifact_->path + ": train_step returns unknown state '" + tf.outputs[i].state + "'");
-      train_state_out_.emplace_back(int(i), &state_.at(spec->name).view);
-      train_state_spec_.push_back(spec);
-    }
+    if (tf.outputs[i].role == "state")
+      train_state_out_.emplace_back(int(i), &state_.at(tf.outputs[i].state).view);
+
+  if (!grads) return;
+  const Function& gf = *grad_fn_;
+  const Function& af = *apply_fn_;
+  for (size_t i = 0; i < gf.outputs.size(); ++i) {
+    const Port& out = gf.outputs[i];
+    if (out.role != "grad") continue;
+    const StateSpec* ss = p.find_state(out.state);
+    if (!ss || ss->type != out.type || out.type.dtype != DType::F32)
+      fail(artifact_->path + ": grad_step's gradient of '" + out.state +
+           "' is not a float32 tensor shaped like that parameter");
+    grads_.emplace(out.state, HostTensor(DType::F32, out.type.shape));
+  }
+  grad_ = std::make_unique<Executor>(gf, o.threads, std::move(plans[2]));
+  apply_ = std::make_unique<Executor>(af, o.threads, std::move(plans[3]));
+  bind_runtime_inputs(*grad_);
+  bind_runtime_inputs(*apply_);
+  grad_inputs_ = slots_of(gf, "input");
+  grad_target_ = gf.find_input("target");
+  grad_loss_ = gf.find_output("loss");
+  if (grad_target_ < 0 || grad_loss_ < 0 || grad_inputs_.size() != train_inputs_.size())
+    fail(artifact_->path + ": grad_step's signature lacks a target, loss or model input");
+  for (size_t i = 0; i < gf.outputs.size(); ++i) {
+    const Port& out = gf.outputs[i];
+    if (out.role == "state") grad_state_out_.emplace_back(int(i), &state_.at(out.state).view);
+    if (out.role == "grad") grad_out_.emplace_back(int(i), &grads_.at(out.state).view);
+  }
+  for (size_t i = 0; i < af.outputs.size(); ++i)
+    if (af.outputs[i].role == "state")
+      apply_state_out_.emplace_back(int(i), &state_.at(af.outputs[i].state).view);
+}
+
+// Binds a function's state, LR, RNG and gradient inputs to the session's
+// tensors (model inputs and target are bound per call).
+void Session::bind_runtime_inputs(Executor& ex) {
+  const Function& f = ex.function();
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    const Port& in = f.inputs[i];
+    if (in.role == "state") ex.bind_input(int(i), state_.at(in.state).view.data);
+    else if (in.role == "lr") ex.bind_input(int(i), lr_t_.view.data);
+    else if (in.role == "rng_seed") ex.bind_input(int(i), seed_t_.view.data);
+    else if (in.role == "rng_offset") ex.bind_input(int(i), step_t_.view.data);
+    else if (in.role == "grad" && grads_.count(in.state))
+      ex.bind_input(int(i), grads_.at(in.state).view.data);
+    else if (in.role != "input" && in.role != "target")
+      fail(artifact_->path + ": function '" + f.name + "' has an input with unknown role '" +
+           in.role + "'");
+  }
 }
 
 Session::~Session() = default;
@@ -185,9 +234,10 @@ void Session::reset_state() {
   for (const auto& n : names_) set_state(n, artifact_->tensor("state/" + n).view);
 }
 
-void Session::check_batch(const char* fn, const std::vector<Tensor>& inputs, const Tensor& target,
-                          const std::vector<int>& slots, int target_slot) const {
-  const Function& f = std::string(fn) == "train_step" ? *train_fn_ : *eval_fn_;
+void Session::check_batch(const Function& f, const std::vector<Tensor>& inputs,
+                          const Tensor& target, const std::vector<int>& slots,
+                          int target_slot) const {
+  const std::string fn = f.name;
   if (inputs.size() != slots.size())
     fail(std::string(fn) + ": expected " + std::to_string(slots.size()) + " model input(s), got " +
          std::to_string(inputs.size()));
@@ -201,61 +251,175 @@ void Session::check_batch(const char* fn, const std::vector<Tensor>& inputs, con
 }
 
 float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& target) {
-  check_batch("train_step", inputs, target, train_inputs_, train_target_);
+  check_batch(*train_fn_, inputs, target, train_inputs_, train_target_);
   for (size_t i = 0; i < inputs.size(); ++i) train_->bind_input(train_inputs_[i], inputs[i].data);
   train_->bind_input(train_target_, target.data);
   *lr_t_.view.as<float>() = static_cast<float>(lr_);
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_;
   train_->run();
-  const float loss = *train_->output(train_loss_).as<float>();
+  micro_ = 0;  // a whole step drops gradients accumulated but not applied
+  skip_pending_ = false;
   last_skipped_ = false;
+  const float loss = *train_->output(train_loss_).as<float>();
   if (opts_.on_nonfinite != NonFinite::Ignore) {
-    std::string bad = find_nonfinite();  // empty (no allocation) when all is finite
+    std::string bad = find_nonfinite(*train_, train_loss_, train_state_out_);  // "": no allocation
     if (!bad.empty()) {
-      if (opts_.on_nonfinite == NonFinite::Stop)
-        fail("step " + std::to_string(step_) + ": " + bad +
-             " (--on-nonfinite skip drops such steps instead)");
-      // Skip: the old state is intact (no donation); drop the new one.
-      ++skipped_;
-      ++step_;
-      last_skipped_ = true;
+      on_nonfinite(bad);
       return loss;
     }
   }
-  copy_out_state();
+  copy_out_state(*train_, train_state_out_);
   ++step_;
   return loss;
 }
 
-std::string Session::find_nonfinite() const {
+void Session::on_nonfinite(const std::string& what) {
+  if (opts_.on_nonfinite == NonFinite::Stop)
+    fail("step " + std::to_string(step_) + ": " + what +
+         " (--on-nonfinite skip drops such steps instead)");
+  // Skip: the old state is intact (no donation); the new one is dropped.
+  ++skipped_;
+  ++step_;
+  last_skipped_ = true;
+}
+
+std::string Session::find_nonfinite(const Executor& ex, int loss,
+                                    const std::vector<std::pair<int, Tensor*>>& outs) const {
   auto describe = [](const Tensor& t, int64_t i) {
     char b[64];
     std::snprintf(b, sizeof b, "%g", element(t, i));
     return std::string(b) + (t.shape.empty() ? "" : " at element " + std::to_string(i));
   };
-  const Tensor& loss = train_->output(train_loss_);
-  if (int64_t i = first_nonfinite(loss, opts_.threads); i >= 0) return "the loss is " + describe(loss, i);
-  for (size_t k = 0; k < train_state_out_.size(); ++k) {
-    const Tensor& t = train_->output(train_state_out_[k].first);
-    if (int64_t i = first_nonfinite(t, opts_.threads); i >= 0)
-      return "the new value of '" + train_state_spec_[k]->name + "' (" +
-             train_state_spec_[k]->kind + ") is " + describe(t, i);
+  if (loss >= 0) {
+    const Tensor& l = ex.output(loss);
+    if (int64_t i = first_nonfinite(l, opts_.threads); i >= 0) return "the loss is " + describe(l, i);
+  }
+  for (const auto& [out, dst] : outs) {
+    const Tensor& t = ex.output(out);
+    const int64_t i = first_nonfinite(t, opts_.threads);
+    if (i < 0) continue;
+    const Port& port = ex.function().outputs[out];
+    if (port.role == "grad") return "the gradient of '" + port.state + "' is " + describe(t, i);
+    const StateSpec* spec = program().find_state(port.state);
+    return "the new value of '" + port.state + "' (" + (spec ? spec->kind : "state") + ") is " +
+           describe(t, i);
   }
   return {};
+}
+
+float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target) {
+  if (!grad_)
+    fail(artifact_->path + ": grad_step: the artifact has no grad_step (export it with --grads)");
+  check_batch(*grad_fn_, inputs, target, grad_inputs_, grad_target_);
+  for (size_t i = 0; i < inputs.size(); ++i) grad_->bind_input(grad_inputs_[i], inputs[i].data);
+  grad_->bind_input(grad_target_, target.data);
+  *seed_t_.view.as<int64_t>() = seed_;
+  *step_t_.view.as<int64_t>() = step_ * accumulation_ + micro_;
+  grad_->run();
+  const float loss = *grad_->output(grad_loss_).as<float>();
+  if (micro_ == 0) skip_pending_ = false;
+  if (opts_.on_nonfinite != NonFinite::Ignore) {
+    std::string bad = find_nonfinite(*grad_, grad_loss_, grad_state_out_);
+    if (bad.empty()) bad = find_nonfinite(*grad_, -1, grad_out_);
+    if (!bad.empty()) {
+      if (opts_.on_nonfinite == NonFinite::Stop)
+        fail("step " + std::to_string(step_) + ", micro-batch " + std::to_string(micro_) + ": " +
+             bad + " (--on-nonfinite skip drops such steps instead)");
+      // Skip: this micro-batch adds nothing; apply_grads drops the step.
+      skip_pending_ = true;
+      ++micro_;
+      return loss;
+    }
+  }
+  copy_out_state(*grad_, grad_state_out_);
+  for (auto& [out, acc] : grad_out_) {
+    const float* g = grad_->output(out).as<float>();
+    float* a = acc->as<float>();
+    const int64_t n = acc->numel();
+    if (micro_ == 0) {
+      std::memcpy(a, g, acc->nbytes());
+    } else {
+      for (int64_t i = 0; i < n; ++i) a[i] += g[i];
+    }
+  }
+  ++micro_;
+  return loss;
+}
+
+void Session::apply_grads() {
+  if (!apply_)
+    fail(artifact_->path +
+         ": apply_grads: the artifact has no apply_step (export it with --grads)");
+  if (micro_ == 0) fail("apply_grads: no grad_step since the last update");
+  last_skipped_ = false;
+  if (skip_pending_) {  // a micro-batch was not finite (Skip mode): no update
+    micro_ = 0;
+    skip_pending_ = false;
+    on_nonfinite("");
+    return;
+  }
+  if (micro_ > 1) {
+    const float inv = 1.0f / static_cast<float>(micro_);
+    for (auto& [name, acc] : grads_) {
+      float* a = acc.view.as<float>();
+      for (int64_t i = 0, n = acc.view.numel(); i < n; ++i) a[i] *= inv;
+    }
+  }
+  *lr_t_.view.as<float>() = static_cast<float>(lr_);
+  apply_->run();
+  micro_ = 0;
+  if (opts_.on_nonfinite != NonFinite::Ignore) {
+    std::string bad = find_nonfinite(*apply_, -1, apply_state_out_);
+    if (!bad.empty()) {
+      on_nonfinite(bad);
+      return;
+    }
+  }
+  copy_out_state(*apply_, apply_state_out_);
+  ++step_;
+}
+
+void Session::set_accumulation(int64_t n) {
+  if (n < 1) fail("gradient accumulation must be at least 1 micro-batch, got " + std::to_string(n));
+  accumulation_ = n;
+}
+
+std::vector<std::string> Session::grad_names() const {
+  std::vector<std::string> r;
+  if (grad_fn_)
+    for (const auto& out : grad_fn_->outputs)
+      if (out.role == "grad") r.push_back(out.state);
+  return r;
+}
+
+const Tensor& Session::grad(const std::string& name) const {
+  if (!grad_)
+    fail(artifact_->path + ": gradients by name need an artifact exported with --grads");
+  auto it = grads_.find(name);
+  if (it == grads_.end()) {
+    std::string why = state_.count(name) ? "it is not a parameter the step updates"
+                                         : "no such parameter";
+    fail("no gradient for '" + name + "': " + why);
+  }
+  return it->second.view;
 }
 
 void Session::set_profiling(bool on) { train_->set_profiling(on); }
 
 size_t Session::memory_bytes() const {
-  return state_bytes_ + train_->arena_bytes() + eval_->arena_bytes();
+  size_t n = state_bytes_ + grads_bytes_;
+  for (const Executor* ex : {train_.get(), eval_.get(), grad_.get(), apply_.get()})
+    if (ex) n += ex->arena_bytes();
+  return n;
 }
 
 // New state goes back into the state buffers (outputs written in place are
 // skipped). A new value may *be* another state's old buffer (after
 // simplification, `new_b = old_a`): such values are staged first, so no copy
 // reads a buffer this loop already overwrote.
-void Session::copy_out_state() {
+void Session::copy_out_state(const Executor& ex,
+                             const std::vector<std::pair<int, Tensor*>>& outs) {
   auto in_state = [&](const void* p) {
     for (const auto& [name, t] : state_) {
       const char* b = static_cast<const char*>(t.view.data);
@@ -264,16 +428,16 @@ void Session::copy_out_state() {
     return false;
   };
   size_t staged = 0;
-  for (auto& [out, dst] : train_state_out_) {
-    const Tensor& src = train_->output(out);
+  for (auto& [out, dst] : outs) {
+    const Tensor& src = ex.output(out);
     if (src.data == dst->data || !in_state(src.data)) continue;
     if (staging_.size() < state_bytes_) staging_ = Buffer(state_bytes_);  // once, if ever
     std::memcpy(static_cast<char*>(staging_.data()) + staged, src.data, dst->nbytes());
     staged += dst->nbytes();
   }
   size_t off = 0;
-  for (auto& [out, dst] : train_state_out_) {
-    const Tensor& src = train_->output(out);
+  for (auto& [out, dst] : outs) {
+    const Tensor& src = ex.output(out);
     if (src.data == dst->data) continue;
     if (in_state(src.data)) {
       std::memcpy(dst->data, static_cast<char*>(staging_.data()) + off, dst->nbytes());
@@ -285,7 +449,7 @@ void Session::copy_out_state() {
 }
 
 void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target) {
-  check_batch("eval_step", inputs, target, eval_inputs_, eval_target_);
+  check_batch(*eval_fn_, inputs, target, eval_inputs_, eval_target_);
   for (size_t i = 0; i < inputs.size(); ++i) eval_->bind_input(eval_inputs_[i], inputs[i].data);
   eval_->bind_input(eval_target_, target.data);
   eval_->run();
@@ -312,6 +476,9 @@ void Session::save_checkpoint(const std::string& path,
   meta["lr"] = buf;
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   for (const auto& n : names_) tensors.emplace_back(n, &state_.at(n).view);
+  // Tied weights: every state_dict name, so model.load_state_dict takes it.
+  for (const auto& [alias, target] : program().aliases)
+    tensors.emplace_back(alias, &state_.at(target).view);
   write_safetensors(path, meta, tensors);
 }
 
@@ -333,9 +500,17 @@ std::map<std::string, std::string> Session::load_checkpoint(const std::string& p
       fail(path + ": checkpoint is for a different model: '" + n + "' is " +
            t->view.type().str() + ", this artifact needs " + state_.at(n).view.type().str());
   }
-  for (const auto& [n, t] : ck.tensors)
-    if (!state_.count(n))
+  const auto& aliases = program().aliases;
+  for (const auto& [n, t] : ck.tensors) {
+    if (state_.count(n)) continue;
+    auto al = aliases.find(n);  // a tied weight's second name: same tensor, ignored
+    if (al == aliases.end())
       fail(path + ": checkpoint is for a different model: unexpected tensor '" + n + "'");
+    if (t.view.type() != state_.at(al->second).view.type())
+      fail(path + ": checkpoint is for a different model: '" + n + "' (tied to '" + al->second +
+           "') is " + t.view.type().str() + ", this artifact needs " +
+           state_.at(al->second).view.type().str());
+  }
   auto num = [&](const char* k) -> std::string {
     auto m = ck.metadata.find(k);
     if (m == ck.metadata.end()) fail(path + ": checkpoint metadata lacks '" + k + "'");
@@ -354,6 +529,8 @@ std::map<std::string, std::string> Session::load_checkpoint(const std::string& p
   if (step < 0 || skipped < 0 || skipped > step)
     fail(path + ": checkpoint metadata has a negative step or more skipped steps than steps");
   for (const auto& n : names_) set_state(n, ck.find(n)->view);
+  micro_ = 0;
+  skip_pending_ = false;
   step_ = step;
   seed_ = seed;
   lr_ = lr;

@@ -212,6 +212,18 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   int64_t nb = data.full_batches();
   if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
   if (nb == 0) fail("the training set has fewer samples than one batch");
+  const int64_t accum = o.accumulate;
+  if (accum < 1) fail("--accumulate must be at least 1");
+  if (accum > 1) {
+    if (!s.has_grad_functions())
+      fail("--accumulate needs an artifact exported with --grads (" + s.program().name +
+           " has no grad_step)");
+    if (nb < accum)
+      fail("--accumulate " + std::to_string(accum) + ": an epoch has only " + std::to_string(nb) +
+           " batches");
+    nb -= nb % accum;  // whole optimizer steps only
+    s.set_accumulation(accum);
+  }
   const bool tty = isatty(fileno(stderr));
 
   const int64_t last_epoch = auto_resume ? o.epochs : rp.epoch + o.epochs;
@@ -259,6 +271,10 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     s.set_lr(rep.lr);
     data.shuffle(static_cast<uint64_t>(seed), e);
     const int64_t first = e == rp.epoch ? std::min(rp.batch, nb) : 0;
+    if (first % accum != 0)
+      fail(result.resumed_from + ": the checkpoint is " + std::to_string(first) +
+           " batches into an epoch, inside an optimizer step of --accumulate " +
+           std::to_string(accum));
     if (first < nb) pf->start(first, nb - first);
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t b = first; b < nb; ++b) {
@@ -268,12 +284,18 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
         s.set_lr(cursor.lr());
       }
       float loss;
+      const bool step_done = accum == 1 || (b + 1) % accum == 0;
       try {
-        loss = s.train_step({pf->x().view}, pf->y().view);
+        if (accum == 1) {
+          loss = s.train_step({pf->x().view}, pf->y().view);
+        } else {
+          loss = s.grad_step({pf->x().view}, pf->y().view);
+          if (step_done) s.apply_grads();
+        }
       } catch (const Error& ex) {
         fail("epoch " + std::to_string(e + 1) + ", " + ex.what());
       }
-      if (!s.last_step_skipped()) {
+      if (std::isfinite(loss)) {  // a skipped step's loss may not be
         loss_sum += loss;
         ++loss_count;
       }
@@ -285,6 +307,7 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
                      tty ? "" : "\n");
         std::fflush(stderr);
       }
+      if (!step_done) continue;  // checkpoints and stops fall between optimizer steps
       if (o.checkpoint_every > 0 && s.step() % o.checkpoint_every == 0) checkpoint(e, b + 1);
       if (stop_requested()) return stop(e, b + 1);
     }

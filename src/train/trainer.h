@@ -40,6 +40,10 @@ struct TrainOptions {
   std::string lr_schedule_unit;
   int64_t seed = 1;               // data order and RNG; a resume keeps the checkpoint's
   int64_t max_batches = 0;        // > 0: stop each epoch after this many batches
+  // > 1: each optimizer step averages the gradients of this many batches
+  // (Session::grad_step/apply_grads; the artifact needs --grads). A step
+  // then equals one step on a batch this many times larger.
+  int64_t accumulate = 1;
   std::string save;               // checkpoint after every epoch
   std::string resume;             // checkpoint to start from, or "auto"
   int64_t checkpoint_every = 0;   // > 0: a checkpoint every N global steps

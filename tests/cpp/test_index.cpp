@@ -73,3 +73,29 @@ TEST(Index, Errors) {
   expect_error([&] { infer("aten.gather.default", {{"dim", 1}}, {self, tensor(DType::I64, {4, 1}, {0, 0, 0, 0})}); },
                "larger than self");
 }
+
+TEST(Index, IndexPutAccumulatesDuplicateRows) {
+  // embedding backward: grad_weight = zeros.index_put_([ids], grad, accumulate=True)
+  Arg self = tensor(DType::F32, {3, 2}, {1, 1, 1, 1, 1, 1});
+  Arg idx = tensor(DType::I64, {2, 2}, {2, 0, 2, -3});
+  Arg val = tensor(DType::F32, {2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto o = run("aten.index_put.default", {{"accumulate", true}}, {self, idx, val});
+  EXPECT_EQ(o[0].tensor().shape, (Shape{3, 2}));
+  // row 0 gets [3,4] and [7,8] (-3 is row 0); row 2 gets [1,2] and [5,6].
+  expect_close(o[0], {11, 13, 1, 1, 7, 9}, 0);
+  auto p = run("aten.index_put.default", {{"accumulate", false}},
+               {self, tensor(DType::I64, {1}, {1}), tensor(DType::F32, {1, 2}, {5, 6})});
+  expect_close(p[0], {1, 1, 5, 6, 1, 1}, 0);
+}
+
+TEST(Index, IndexPutChecksItsInputs) {
+  Arg self = tensor(DType::F32, {3, 2}, {0, 0, 0, 0, 0, 0});
+  expect_error([&] {
+    run("aten.index_put.default", {{"accumulate", true}},
+        {self, tensor(DType::I64, {1}, {0}), tensor(DType::F32, {2, 2}, {0, 0, 0, 0})});
+  }, "must be index shape + self's trailing dims float32[1, 2]");
+  expect_error([&] {
+    run("aten.index_put.default", {{"accumulate", true}},
+        {self, tensor(DType::I64, {1}, {3}), tensor(DType::F32, {1, 2}, {0, 0})});
+  }, "index 3 is out of bounds for dimension 0 with size 3");
+}

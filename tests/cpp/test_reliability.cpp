@@ -126,7 +126,7 @@ TEST(MemoryLimit, BoundsStateAndArenasAndNamesTheSizeNeeded) {
 // 10^12 elements (4 TB of float32) in one node's output: refused before any
 // allocation (an attempt would fail or exhaust memory, not give this error).
 TEST(MemoryLimit, AnAbsurdShapeIsRefusedBeforeAllocation) {
-  const std::string path = write_tiny_artifact(make_temp_dir(), "w", [](json& p) {
+  const std::string path = write_tiny_artifact(make_temp_dir(), "w", false, nullptr, [](json& p) {
     p["functions"]["train_step"]["nodes"].push_back(ts_test::node(
         "huge", "aten.new_zeros.default", {"input0"},
         {{"size", {1000000, 1000000}}, {"dtype", nullptr}, {"layout", nullptr},
@@ -243,4 +243,39 @@ TEST(NonFinite, ScanFindsTheFirstBadElement) {
     i.view.as<int64_t>()[0] = -1;  // all exponent bits set, but an integer
     EXPECT_EQ(ts::first_nonfinite(i.view, threads), -1);
   }
+}
+
+// Accumulation (grad_step + apply_grads): a non-finite micro-batch is named
+// in Stop mode; in Skip mode it adds nothing and the whole optimizer step is
+// dropped, as GradScaler drops a step with any non-finite gradient.
+TEST(NonFinite, AccumulatedStepsStopOrSkipAsAWhole) {
+  const std::string path = write_tiny_artifact(make_temp_dir(), "w", /*grads=*/true);
+  Batch b, nan_batch;
+  nan_batch.x.view.as<float>()[0] = NAN;
+  auto stop = ts::Session::open(path, with(ts::NonFinite::Stop));
+  stop->grad_step({b.x.view}, b.y.view);
+  EXPECT_EQ(error_of([&] { stop->grad_step({nan_batch.x.view}, nan_batch.y.view); }),
+            "step 0, micro-batch 1: the loss is nan (--on-nonfinite skip drops such steps instead)");
+
+  auto skip = ts::Session::open(path, with(ts::NonFinite::Skip));
+  const std::vector<float> w0 = state_of(*skip);
+  skip->grad_step({b.x.view}, b.y.view);
+  skip->grad_step({nan_batch.x.view}, nan_batch.y.view);
+  skip->apply_grads();
+  EXPECT_TRUE(skip->last_step_skipped());
+  EXPECT_EQ(skip->skipped_steps(), 1);
+  EXPECT_EQ(skip->step(), 1);
+  EXPECT_EQ(state_of(*skip), w0);
+  // An update that overflows is dropped too; a finite one then applies.
+  skip->set_lr(INFINITY);
+  skip->grad_step({b.x.view}, b.y.view);
+  skip->apply_grads();
+  EXPECT_EQ(skip->skipped_steps(), 2);
+  EXPECT_EQ(state_of(*skip), w0);
+  skip->set_lr(0.5);
+  skip->grad_step({b.x.view}, b.y.view);
+  skip->apply_grads();
+  EXPECT_FALSE(skip->last_step_skipped());
+  EXPECT_NE(state_of(*skip), w0);
+  EXPECT_EQ(skip->step(), 3);
 }

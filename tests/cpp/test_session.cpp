@@ -133,3 +133,65 @@ TEST(Session, SwappedStateIsCopiedBackCorrectly) {
     EXPECT_EQ(s->state("b").as<float>()[i], float(i));
   }
 }
+
+TEST(Session, GradStepsAccumulateAndApplyAverages) {
+  auto s = ts::Session::open(write_tiny_artifact(make_temp_dir(), "w", true));
+  ASSERT_TRUE(s->has_grad_functions());
+  EXPECT_EQ(s->grad_names(), std::vector<std::string>{"w"});
+  std::vector<float> w0(s->state("w").as<float>(), s->state("w").as<float>() + 12);
+  HostTensor x1(DType::F32, {2, 4}), x2(DType::F32, {2, 4}), y(DType::I64, {2});
+  for (int i = 0; i < 8; ++i) {
+    x1.view.as<float>()[i] = 1.0f;
+    x2.view.as<float>()[i] = 0.5f * i;
+  }
+  float l1 = s->grad_step({x1.view}, y.view);
+  float l2 = s->grad_step({x2.view}, y.view);
+  EXPECT_EQ(s->pending_grad_steps(), 2);
+  EXPECT_EQ(s->step(), 0);  // no update yet
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(s->state("w").as<float>()[i], w0[i]);
+    EXPECT_FLOAT_EQ(s->grad("w").as<float>()[i], w0[i] * l1 + w0[i] * l2);  // running sum
+  }
+  s->set_lr(0.5);
+  s->apply_grads();
+  EXPECT_EQ(s->step(), 1);
+  EXPECT_EQ(s->pending_grad_steps(), 0);
+  for (int i = 0; i < 12; ++i) {
+    const float avg = (w0[i] * l1 + w0[i] * l2) * 0.5f;
+    EXPECT_FLOAT_EQ(s->grad("w").as<float>()[i], avg);  // what the update used
+    EXPECT_FLOAT_EQ(s->state("w").as<float>()[i], w0[i] - 0.5f * avg);
+  }
+  EXPECT_EQ(error_of([&] { s->apply_grads(); }), "apply_grads: no grad_step since the last update");
+  EXPECT_EQ(error_of([&] { s->grad("nope"); }), "no gradient for 'nope': no such parameter");
+  EXPECT_EQ(error_of([&] { s->set_accumulation(0); }),
+            "gradient accumulation must be at least 1 micro-batch, got 0");
+}
+
+TEST(Session, GradsNeedAnArtifactExportedWithThem) {
+  std::string path = write_tiny_artifact(make_temp_dir());
+  auto s = ts::Session::open(path);
+  EXPECT_FALSE(s->has_grad_functions());
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  EXPECT_EQ(error_of([&] { s->grad_step({x.view}, y.view); }),
+            path + ": grad_step: the artifact has no grad_step (export it with --grads)");
+  EXPECT_EQ(error_of([&] { s->grad("w"); }),
+            path + ": gradients by name need an artifact exported with --grads");
+}
+
+TEST(Session, CheckpointsCarryTiedWeightNames) {
+  std::string dir = make_temp_dir();
+  auto s = ts::Session::open(write_tiny_artifact(dir, "w", false, "w_tied"));
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  s->train_step({x.view}, y.view);
+  s->save_checkpoint(dir + "/t.ckpt");
+  ts::SafeTensors ck = ts::read_safetensors(dir + "/t.ckpt");
+  ASSERT_NE(ck.find("w_tied"), nullptr);  // model.load_state_dict needs both names
+  EXPECT_EQ(0, std::memcmp(ck.find("w_tied")->view.data, s->state("w").data, 48));
+  auto s2 = ts::Session::open(write_tiny_artifact(dir, "w", false, "w_tied"));
+  s2->load_checkpoint(dir + "/t.ckpt");
+  EXPECT_EQ(0, std::memcmp(s2->state("w").data, s->state("w").data, 48));
+  // Without the alias in the artifact, the extra name is a different model.
+  auto plain = ts::Session::open(write_tiny_artifact(dir));
+  EXPECT_EQ(error_of([&] { plain->load_checkpoint(dir + "/t.ckpt"); }),
+            dir + "/t.ckpt: checkpoint is for a different model: unexpected tensor 'w_tied'");
+}

@@ -1,7 +1,7 @@
 """Export: the artifact loads in C++, and unsupported ops fail at export."""
 import os
 
-from conftest import SPECS, run
+from conftest import ROOT, SPECS, run
 
 
 def test_inspect_shows_the_whole_step(mnist_adadelta):
@@ -20,10 +20,29 @@ def test_ops_json_lists_the_registry():
 
 
 def test_unsupported_op_fails_at_export(tmp_path):
+    """The message names the op, its node count per function, the module
+    that called it and the spec's source line (recorded at capture; torch
+    1.13's make_fx records neither)."""
+    spec = os.path.join(SPECS, "unsupported_fft.py")
     out = tmp_path / "fft.tstep"
-    p = run("export", os.path.join(SPECS, "unsupported_fft.py"), "--out", out, check=False)
+    p = run("export", spec, "--out", out, check=False)
     assert p.returncode != 0
     assert not out.exists()
     assert "unsupported op(s)" in p.stderr and "docs/ops.md" in p.stderr
-    assert "aten._fft_r2c.default: 1 node(s) in eval_step, train_step" in p.stderr or \
-        "_fft_r2c" in p.stderr, p.stderr
+    line = next(i for i, l in enumerate(open(spec), 1) if "return torch.fft.rfft" in l)
+    want = (f"  aten._fft_r2c.default: 2 node(s) (eval_step 1, train_step 1); first from module "
+            f"'features' (SpectralFeatures), {spec}:{line} in forward: return torch.fft.rfft(x).abs()")
+    assert want in p.stderr.splitlines(), p.stderr
+
+
+def test_nodes_record_their_module_and_line(mnist_adadelta):
+    """Forward nodes carry the module path and the spec line that made them."""
+    import json
+    from trainstep import safetensors_io
+    _, meta = safetensors_io.load(mnist_adadelta)
+    nodes = json.loads(meta["program"])["functions"]["train_step"]["nodes"]
+    conv = next(n for n in nodes if n["op"] == "aten.convolution.default")
+    assert conv["source"]["module"] == "conv1" and conv["source"]["module_type"] == "Conv2d"
+    spec = os.path.join(ROOT, "examples", "mnist", "spec.py")
+    assert conv["source"]["file"] == spec
+    assert "self.conv1(" in open(spec).readlines()[conv["source"]["line"] - 1]

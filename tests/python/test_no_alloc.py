@@ -74,3 +74,12 @@ def test_train_step_does_not_allocate(per_step, flags):
 def test_openmp_regions_do_not_allocate(per_step, flags):
     extra = per_step(flags)
     assert extra["libgomp"] == 0, f"libgomp allocations in 20 more steps: {extra}"
+
+
+def test_accumulated_step_does_not_allocate(artifacts, tmp_path):
+    """grad_step x 2 + apply_grads (gradient accumulation) allocate nothing either."""
+    art = artifacts("accum16", os.path.join(os.path.dirname(__file__), "specs", "accum16.py"))
+    flags = ["--accumulate", "2"]
+    a, b = (_count(art, n, flags, tmp_path) for n in (10, 30))
+    extra = {k: b[k] - a[k] for k in a}
+    assert extra["own"] == 0 and extra["libgomp"] == 0, extra

@@ -66,3 +66,15 @@ def test_rmsprop_centered_momentum_5_steps(artifacts):
     out = _verify(artifacts("mnist_rmsprop", os.path.join(SPECS, "mnist_rmsprop_centered.py")))
     assert "state optim/fc1.weight/grad_avg" in out
     assert "state optim/fc1.weight/momentum_buffer" in out
+
+
+def test_adamw_weight_decay_5_steps(artifacts):
+    """Measured C++ vs eager: 2.0e-5 of scale (fc1.weight)."""
+    out = _verify(artifacts("mnist_adamw", os.path.join(SPECS, "mnist_adamw.py")))
+    assert "state optim/fc1.weight/exp_avg_sq" in out
+
+
+def test_adagrad_lr_decay_weight_decay_5_steps(artifacts):
+    """Measured C++ vs eager: 2.6e-7 of scale."""
+    out = _verify(artifacts("mnist_adagrad", os.path.join(SPECS, "mnist_adagrad.py")))
+    assert "state optim/fc1.weight/sum" in out

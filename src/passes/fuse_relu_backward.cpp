@@ -1,0 +1,103 @@
+#include "passes/fuse_relu_backward.h"
+
+#include "ir/rewrite.h"
+#include "ops/pool.h"
+
+namespace ts {
+
+namespace {
+
+bool zero_number(const json& j) { return j.is_number() && j.get<double>() == 0.0; }
+
+bool is_zero_constant(const Function& f, int v) {
+  const int p = f.producer[v];
+  if (p < 0 || f.nodes[p].op != "trainstep.constant" || !f.value_types[v].shape.empty()) return false;
+  return zero_number(f.nodes[p].attrs.value("value", json()));
+}
+
+struct Rewriter {
+  Function& f;
+  std::vector<std::vector<int>> readers = consumers(f);
+  std::vector<bool> outs = output_values(f);
+
+  bool only_reader(int v, int node) const {
+    return v >= 0 && !outs[v] && readers[v].size() == 1 && readers[v][0] == node;
+  }
+
+  // Pooling backward %g (node gi) of where-node wi, mask from x.
+  bool pool(int wi, int gi, int x) {
+    const Node& pb = f.nodes[gi];
+    const int idx = pb.inputs[2];
+    if (pb.inputs[1] != x || f.producer[idx] < 0) return false;
+    const int fi = f.producer[idx];
+    const Node& fwd = f.nodes[fi];
+    if (fwd.op != "aten.max_pool2d_with_indices.default" || fwd.inputs[0] != x ||
+        fwd.attrs != pb.attrs || !only_reader(idx, gi))
+      return false;
+    const TensorType& xt = f.value_types[x];
+    const NodeCtx ctx = node_ctx(f, fwd);
+    if (!pool_detail::windows_tile(ctx, xt)) return false;
+    int64_t kh, kw;
+    ctx.attr_pair("kernel_size", kh, kw);
+    if (kh * kw > 128) return false;
+
+    const TensorType ct{DType::U8, f.value_types[idx].shape};
+    const int code = add_value(f, fwd.name + ".code", ct);
+    Node& fw = f.nodes[fi];
+    fw.op = "trainstep.max_pool2d_code";
+    fw.def = nullptr;  // compact() re-resolves it
+    fw.outputs[1] = code;
+    fw.declared[1] = ct;
+    Node& y = f.nodes[wi];
+    y.op = "trainstep.max_pool2d_code_backward";
+    y.def = nullptr;
+    y.attrs = fw.attrs;
+    y.attrs["input_size"] = {xt.shape[xt.shape.size() - 2], xt.shape[xt.shape.size() - 1]};
+    y.inputs = {f.nodes[gi].inputs[0], code};
+    f.nodes[gi].dead = true;
+    return true;
+  }
+
+  // Convolution backward: %g is its grad_input, the convolution read x.
+  bool conv(int wi, int gi, int x) {
+    Node& cb = f.nodes[gi];
+    if (cb.inputs[1] != x || cb.outputs[0] != f.nodes[wi].inputs[2]) return false;
+    cb.op = "trainstep.conv_backward_relu";
+    cb.def = nullptr;
+    cb.outputs[0] = f.nodes[wi].outputs[0];
+    cb.declared[0] = f.nodes[wi].declared[0];
+    f.nodes[wi].dead = true;
+    return true;
+  }
+};
+
+}  // namespace
+
+void fuse_relu_backward(Function& f) {
+  Rewriter rw{f};
+  bool changed = false;
+  for (int wi = 0; wi < static_cast<int>(f.nodes.size()); ++wi) {
+    const Node& w = f.nodes[wi];
+    if (w.dead || w.op != "aten.where.self" || w.inputs.size() != 3 || w.outputs[0] < 0) continue;
+    const int mask = w.inputs[0], zero = w.inputs[1], g = w.inputs[2];
+    if (mask < 0 || zero < 0 || g < 0 || f.producer[mask] < 0 || f.producer[g] < 0) continue;
+    const int li = f.producer[mask], gi = f.producer[g];
+    const Node& le = f.nodes[li];
+    if (le.op != "aten.le.Scalar" || !zero_number(le.attrs.value("other", json())) ||
+        !is_zero_constant(f, zero) || !rw.only_reader(g, wi))
+      continue;
+    const int x = le.inputs[0];
+    if (f.value_types[w.outputs[0]] != f.value_types[x]) continue;
+    const std::string& op = f.nodes[gi].op;
+    bool done = false;
+    if (op == "aten.max_pool2d_with_indices_backward.default") done = rw.pool(wi, gi, x);
+    if (op == "aten.convolution_backward.default") done = rw.conv(wi, gi, x);
+    if (!done) continue;
+    if (rw.only_reader(mask, wi)) f.nodes[li].dead = true;
+    if (rw.only_reader(zero, wi)) f.nodes[f.producer[zero]].dead = true;
+    changed = true;
+  }
+  if (changed) compact(f);
+}
+
+}  // namespace ts

@@ -1,0 +1,181 @@
+"""Oracle cases: convolution (+ backward, + the fused conv2d_relu), max
+pooling (+ backward), mm / bmm / addmm and the pass-made trainstep.matmul
+(src/ops/conv.cpp, pool.cpp, matmul.cpp)."""
+from .harness import Case, In, Node, Program, neg_case, op_case, viewed
+
+F, D, I = "float32", "float64", "int64"
+# oneDNN and torch sum in different orders.
+MM_TOL = (1e-4, 1e-4)
+CONV_TOL = (1e-4, 1e-4)
+
+# (input, weight, bias?, stride, padding, dilation, groups)
+CONVS = [((2, 3, 9, 9), (4, 3, 3, 3), True, [1, 1], [0, 0], [1, 1], 1),
+         ((2, 3, 9, 9), (4, 3, 3, 3), False, [2, 2], [1, 1], [1, 1], 1),
+         ((1, 4, 10, 7), (6, 2, 3, 2), True, [1, 2], [2, 1], [1, 1], 2),
+         ((2, 4, 8, 8), (4, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 4),  # depthwise
+         ((1, 2, 11, 11), (3, 2, 3, 3), True, [1, 1], [0, 0], [2, 2], 1),  # dilated
+         ((3, 5, 6, 6), (7, 5, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),  # 1x1
+         ((1, 1, 28, 28), (32, 1, 3, 3), True, [1, 1], [0, 0], [1, 1], 1),  # the MNIST CNN's conv1
+         ((2, 3, 5, 5), (2, 3, 5, 5), True, [1, 1], [0, 0], [1, 1], 1)]  # output 1x1
+
+
+def _conv_attrs(stride, padding, dilation, groups):
+    return dict(stride=stride, padding=padding, dilation=dilation, transposed=False,
+                output_padding=[0, 0], groups=groups)
+
+
+def _convs():
+    out = []
+    for x, w, bias, st, pad, dil, g in CONVS:
+        a = _conv_attrs(st, pad, dil, g)
+        b = In((w[0],)) if bias else None
+        out.append(op_case("aten.convolution.default", In(x), In(w), b, tol=CONV_TOL, **a))
+        out.append(op_case("trainstep.conv2d_relu", In(x), In(w), b, tol=CONV_TOL, **a))
+        # conv -> relu: with every pass on, fuse_conv_relu makes one conv2d_relu.
+        out.append(Case("trainstep.conv2d_relu", Program(
+            {"x": In(x), "w": In(w), **({"b": In((w[0],))} if bias else {})},
+            [Node("aten.convolution.default", ["x", "w", "b" if bias else None], a),
+             Node("aten.relu.default", ["n0"])]), tol=CONV_TOL,
+            expect_ops={"opt": ["trainstep.conv2d_relu"]}))
+        for mask in ([True, True, True], [True, False, False], [False, True, bias]):
+            oh = (x[2] + 2 * pad[0] - dil[0] * (w[2] - 1) - 1) // st[0] + 1
+            ow = (x[3] + 2 * pad[1] - dil[1] * (w[3] - 1) - 1) // st[1] + 1
+            out.append(op_case("aten.convolution_backward.default", In((x[0], w[0], oh, ow)), In(x), In(w),
+                               bias_sizes=[w[0]] if bias else None, output_mask=mask, tol=CONV_TOL, **a))
+        # relu -> conv, then the conv backward and relu's backward: with every
+        # pass on, fuse_relu_backward makes one trainstep.conv_backward_relu.
+        for mask in ([True, True, bias], [True, False, False]):
+            out.append(Case("trainstep.conv_backward_relu", Program(
+                {"a": In(x), "w": In(w), "dy": In((x[0], w[0], oh, ow))},
+                [Node("aten.relu.default", ["a"]),
+                 Node("aten.convolution_backward.default", ["dy", "n0", "w"],
+                      dict(bias_sizes=[w[0]] if bias else None, output_mask=mask, **a)),
+                 Node("aten.le.Scalar", ["n0"], {"other": 0}),
+                 Node("trainstep.constant", [], {"dtype": "float32", "value": 0.0}),
+                 Node("aten.where.self", ["n2", "n3", "n1.0"])],
+                outputs=["n4"] + [f"n1.{j}" for j in (1, 2) if mask[j]]), tol=CONV_TOL,
+                expect_ops={"opt": ["trainstep.conv_backward_relu"]}))
+    out.append(op_case("aten.convolution.default", In((2, 3, 9, 9), kind="special"), In((4, 3, 3, 3)),
+                       In((4,)), tol=CONV_TOL, **_conv_attrs([1, 1], [0, 0], [1, 1], 1)))
+    out.append(viewed("aten.permute.default", {"dims": [0, 3, 1, 2]}, "aten.convolution.default",
+                      In((2, 8, 8, 3)), In((4, 3, 3, 3)), None, tol=CONV_TOL,
+                      **_conv_attrs([1, 1], [1, 1], [1, 1], 1)))
+    return out
+
+
+# (input, kernel, stride, padding, dilation, ceil_mode)
+POOLS = [((2, 3, 8, 8), [2, 2], [2, 2], [0, 0], [1, 1], False),
+         ((1, 2, 9, 7), [3, 3], [2, 2], [1, 1], [1, 1], False),
+         ((1, 2, 9, 7), [3, 2], [2, 1], [1, 0], [1, 1], True),
+         ((2, 2, 10, 10), [2, 2], [], [0, 0], [1, 1], False),  # stride defaults to the kernel
+         ((1, 1, 11, 11), [3, 3], [1, 1], [1, 1], [2, 2], False),
+         ((3, 7, 7), [2, 2], [2, 2], [0, 0], [1, 1], True),  # unbatched
+         ((64, 64, 24, 24), [2, 2], [2, 2], [0, 0], [1, 1], False)]  # the MNIST CNN's pool
+
+
+def _pools():
+    out = []
+    for x, k, st, pad, dil, ceil in POOLS:
+        a = dict(kernel_size=k, stride=st, padding=pad, dilation=dil, ceil_mode=ceil)
+        out.append(op_case("aten.max_pool2d_with_indices.default", In(x), **a))
+        # backward takes the forward's indices: pool, a grad_output shaped
+        # like its output, then the backward.
+        out.append(Case("aten.max_pool2d_with_indices_backward.default", Program(
+            {"x": In(x)},
+            [Node("aten.max_pool2d_with_indices.default", ["x"], a),
+             Node("aten.mul.Tensor", ["n0.0", "n0.0"]),  # grad_output shaped like the pool output
+             Node("aten.max_pool2d_with_indices_backward.default", ["n1", "x", "n0.1"], a)])))
+    # Ties (integer-valued inputs): the first maximum wins; NaN counts as the maximum.
+    a = dict(kernel_size=[2, 2], stride=[1, 1], padding=[0, 0], dilation=[1, 1], ceil_mode=False)
+    out += [op_case("aten.max_pool2d_with_indices.default", In((1, 2, 6, 6), kind="int", lo=0, hi=3), **a),
+            op_case("aten.max_pool2d_with_indices.default", In((1, 2, 6, 6), kind="special"), **a),
+            viewed("aten.permute.default", {"dims": [0, 3, 1, 2]}, "aten.max_pool2d_with_indices.default",
+                   In((2, 6, 6, 3)), **a)]
+    return out
+
+
+def _matmuls():
+    out = []
+    for m, k, n in ((3, 4, 5), (1, 7, 1), (64, 9216, 128), (130, 33, 67), (1, 1, 1), (5, 0, 3), (0, 4, 3)):
+        # Long sums cancel: atol grows with sqrt(K).
+        out.append(op_case("aten.mm.default", In((m, k)), In((k, n)), tol=(1e-4, 1e-5 * max(10, k ** 0.5))))
+    for b, m, k, n in ((2, 3, 4, 5), (1, 7, 3, 1), (5, 16, 32, 8), (2, 3, 0, 4), (0, 2, 3, 4)):
+        out.append(op_case("aten.bmm.default", In((b, m, k)), In((b, k, n)), tol=MM_TOL))
+    for bias, beta, alpha in (((5,), 1, 1), ((3, 5), 0.5, 2.0), ((1, 5), 1, 1), ((3, 1), 1, 1), ((), 2, 1)):
+        out.append(op_case("aten.addmm.default", In(bias), In((3, 4)), In((4, 5)), beta=beta, alpha=alpha,
+                           tol=MM_TOL))
+    # beta = 0: self is ignored, NaN and inf in it included (as in torch).
+    out.append(op_case("aten.addmm.default", In((3, 5), kind="special"), In((3, 4)), In((4, 5)), beta=0,
+                       alpha=1, tol=MM_TOL))
+    # K = 9216 (the MNIST CNN's fc1): sums of 9216 products cancel; atol scales with sqrt(K).
+    out.append(op_case("aten.addmm.default", In((128,)), In((64, 9216)), In((9216, 128)), tol=(1e-4, 1e-3)))
+    out.append(op_case("aten.addmm.default", In((3, 1)), In((3, 0)), In((0, 5)), beta=0.5, alpha=2))  # K = 0
+    out.append(op_case("trainstep.matmul", In((0, 3)), In((4, 0)), trans_a=True, trans_b=True))
+    for ta in (False, True):
+        for tb in (False, True):
+            a = (4, 3) if ta else (3, 4)
+            b = (5, 4) if tb else (4, 5)
+            out.append(op_case("trainstep.matmul", In(a), In(b), trans_a=ta, trans_b=tb, tol=MM_TOL))
+    # mm(t(x), y): fold_transpose reads x transposed in place (trainstep.matmul).
+    out.append(Case("trainstep.matmul", Program(
+        {"x": In((64, 10)), "y": In((64, 128))},
+        [Node("aten.t.default", ["x"]), Node("aten.mm.default", ["n0", "y"])]), tol=MM_TOL,
+        expect_ops={"opt": ["trainstep.matmul"]}))
+    out.append(Case("trainstep.matmul", Program(
+        {"x": In((10, 64)), "y": In((128, 64))},
+        [Node("aten.t.default", ["y"]), Node("aten.mm.default", ["x", "n0"])]), tol=MM_TOL,
+        expect_ops={"opt": ["trainstep.matmul"]}))
+    out += [viewed("aten.t.default", {}, "aten.mm.default", In((4, 3)), In((4, 5)), tol=MM_TOL),
+            viewed("aten.t.default", {}, "aten.mm.default", In((3, 4)), In((5, 4)), which=1, tol=MM_TOL),
+            viewed("aten.transpose.int", {"dim0": 1, "dim1": 2}, "aten.bmm.default", In((2, 4, 3)),
+                   In((2, 4, 5)), tol=MM_TOL)]
+    return out
+
+
+def _negatives():
+    conv = _conv_attrs([1, 1], [0, 0], [1, 1], 1)
+    return [
+        neg_case("aten.convolution.default", In((2, 3, 9, 9)), In((4, 2, 3, 3)), None, **conv,
+                 error="input has 3 channels but weight float32[4, 2, 3, 3] with groups=1 expects 2"),
+        neg_case("aten.convolution.default", In((2, 3, 9)), In((4, 3, 3)), None, **conv,
+                 error="only 2-D convolution is supported: input must be rank 4 (N, C, H, W), got float32[2, 3, 9]",
+                 unsupported="1-D convolution"),
+        neg_case("aten.convolution.default", In((2, 3, 9, 9), D), In((4, 3, 3, 3), D), None, **conv,
+                 error="only float32 is supported, got input float64[2, 3, 9, 9] and weight float64[4, 3, 3, 3]",
+                 unsupported="float64 convolution"),
+        neg_case("aten.convolution.default", In((2, 3, 2, 2)), In((4, 3, 3, 3)), None, **conv,
+                 error="output size is not positive: input float32[2, 3, 2, 2], weight float32[4, 3, 3, 3], "
+                       "padding 0x0, dilation 1x1 give output 0x0"),
+        neg_case("aten.convolution.default", In((2, 3, 9, 9)), In((4, 3, 3, 3)), None,
+                 **dict(conv, transposed=True), error="transposed convolution is not supported",
+                 unsupported="transposed convolution"),
+        neg_case("aten.convolution.default", In((2, 3, 9, 9)), In((4, 3, 3, 3)), In((5,)), **conv,
+                 error="bias must be float32[4], got float32[5]"),
+        neg_case("trainstep.conv2d_relu", In((2, 3, 9, 9)), In((4, 3, 3, 3)), None,
+                 **dict(conv, stride=[0, 1]), error="stride must be positive, got 0x1"),
+        neg_case("aten.convolution_backward.default", In((2, 4, 6, 6)), In((2, 3, 9, 9)), In((4, 3, 3, 3)),
+                 bias_sizes=[4], output_mask=[True, True, True], **conv,
+                 error="grad_output must be float32[2, 4, 7, 7], got float32[2, 4, 6, 6]"),
+        neg_case("aten.max_pool2d_with_indices.default", In((1, 2, 4, 4)), kernel_size=[3, 3], stride=[1, 1],
+                 padding=[2, 2], dilation=[1, 1], ceil_mode=False,
+                 error="padding must be between 0 and half the kernel size, got padding 2x2 for kernel 3x3"),
+        neg_case("aten.max_pool2d_with_indices.default", In((2, 4, 4), I), kernel_size=[2, 2], stride=[2, 2],
+                 padding=[0, 0], dilation=[1, 1], ceil_mode=False,
+                 error="only float32 is supported, got int64[2, 4, 4]", unsupported="integer pooling"),
+        neg_case("aten.max_pool2d_with_indices_backward.default", In((1, 2, 3, 3)), In((1, 2, 4, 4)),
+                 In((1, 2, 2, 2), I, lo=0, hi=16), kernel_size=[2, 2], stride=[2, 2], padding=[0, 0],
+                 dilation=[1, 1], ceil_mode=False,
+                 error="grad_output must be float32[1, 2, 2, 2], got float32[1, 2, 3, 3]"),
+        neg_case("aten.mm.default", In((2, 3)), In((4, 5)), error="inner dimensions differ: [2, 3] @ [4, 5]"),
+        neg_case("aten.mm.default", In((2, 3), I), In((3, 5), I), error="self must be float32, got int64[2, 3]",
+                 unsupported="integer matmul"),
+        neg_case("aten.bmm.default", In((2, 3, 4)), In((3, 4, 5)), error="batch sizes differ: [2, 3, 4] and [3, 4, 5]"),
+        neg_case("aten.addmm.default", In((4,)), In((3, 4)), In((4, 5)), beta=1, alpha=1,
+                 error="self float32[4] is not broadcastable to [3, 5]"),
+        neg_case("trainstep.matmul", In((3, 4)), In((3, 5)), trans_a=False, trans_b=False,
+                 error="inner dimensions differ: a [3, 4] @ b [3, 5]"),
+    ]
+
+
+def cases():
+    return _convs() + _pools() + _matmuls() + _negatives()

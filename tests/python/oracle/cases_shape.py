@@ -1,0 +1,127 @@
+"""Oracle cases: shape ops (src/ops/shape.cpp): the aliasing reshapes
+(view, _unsafe_view, reshape, squeeze, unsqueeze) and the copying ones (t,
+transpose, permute, expand, cat, slice, select), over every dtype."""
+from .harness import In, neg_case, op_case, viewed
+
+F, D, I, I32, U8, B = "float32", "float64", "int64", "int32", "uint8", "bool"
+DTYPES = (F, I, B, D, U8)
+
+
+def _reshapes():
+    out = []
+    for op in ("aten.view.default", "aten._unsafe_view.default"):
+        out += [op_case(op, In((3, 4)), size=[12]), op_case(op, In((3, 4)), size=[2, -1, 3]),
+                op_case(op, In((24,), I), size=[2, 3, 4]), op_case(op, In(()), size=[1, 1]),
+                op_case(op, In((1,), B), size=[]), op_case(op, In((0, 4)), size=[-1, 2]),
+                op_case(op, In((129, 257)), size=[-1]),
+                # torch only views contiguous memory: a view after a permute
+                # keeps the permute's leading dims together.
+                viewed("aten.permute.default", {"dims": [1, 0, 2]}, op, In((2, 3, 4)), size=[3, 2, 2, 2])]
+    op = "aten.reshape.default"
+    out += [op_case(op, In((3, 4), dt), shape=[4, 3]) for dt in DTYPES]
+    out += [op_case(op, In((2, 3, 4)), shape=[-1, 4]), op_case(op, In(()), shape=[1]),
+            viewed("aten.t.default", {}, op, In((3, 5)), shape=[15])]
+    op = "aten.unsqueeze.default"
+    out += [op_case(op, In((3, 4), dt), dim=d) for dt in (F, I, B) for d in (0, 1, 2, -1, -3)]
+    out += [op_case(op, In(()), dim=0), op_case(op, In(()), dim=-1)]
+    op = "aten.squeeze.dim"
+    out += [op_case(op, In(s, dt), dim=d) for dt in (F, I, B)
+            for s, d in (((3, 1, 4), 1), ((3, 1, 4), 0), ((1, 4), -2), ((1,), 0))]
+    out += [op_case(op, In(()), dim=0), op_case(op, In(()), dim=-1)]
+    op = "aten.squeeze.default"
+    out += [op_case(op, In(s, dt)) for dt in (F, I, B) for s in ((3, 1, 4), (1, 1), (1, 3, 1, 1, 2), ())]
+    return out
+
+
+def _transposes():
+    out = []
+    op = "aten.t.default"
+    out += [op_case(op, In(s, dt)) for dt in DTYPES for s in ((3, 5), (7,), ())]
+    out += [op_case(op, In((129, 257))), op_case(op, In((1, 9))), op_case(op, In((0, 3))),
+            op_case(op, In((65, 33), I32))]
+    op = "aten.transpose.int"
+    out += [op_case(op, In((2, 3, 4), dt), dim0=0, dim1=2) for dt in DTYPES]
+    out += [op_case(op, In((2, 3, 4)), dim0=-1, dim1=1), op_case(op, In((2, 3)), dim0=1, dim1=1),
+            op_case(op, In((5, 33, 47)), dim0=1, dim1=2), op_case(op, In(()), dim0=0, dim1=-1),
+            op_case(op, In((2, 3, 4, 5)), dim0=0, dim1=3)]
+    op = "aten.permute.default"
+    out += [op_case(op, In((2, 3, 4), dt), dims=[2, 0, 1]) for dt in DTYPES]
+    out += [op_case(op, In((2, 3, 4, 5)), dims=[3, 1, 0, 2]), op_case(op, In((2, 3, 4)), dims=[-1, 0, 1]),
+            op_case(op, In((64, 33, 47)), dims=[1, 2, 0]), op_case(op, In((3, 1, 4)), dims=[1, 0, 2]),
+            op_case(op, In(()), dims=[]), op_case(op, In((5,)), dims=[0]),
+            viewed("aten.t.default", {}, op, In((3, 4)), dims=[1, 0])]
+    op = "aten.expand.default"
+    out += [op_case(op, In((3, 1), dt), size=[3, 4]) for dt in DTYPES]
+    out += [op_case(op, In((1, 4)), size=[2, 3, -1]), op_case(op, In(()), size=[2, 3]),
+            op_case(op, In((3,)), size=[3]), op_case(op, In((1, 1)), size=[129, 257]),
+            op_case(op, In((2, 1, 3)), size=[-1, 5, 3]), op_case(op, In((3, 1)), size=[0, 3, 4]),
+            viewed("aten.t.default", {}, op, In((1, 3)), size=[2, 3, 4])]
+    return out
+
+
+def _cat():
+    op = "aten.cat.default"
+    out = [op_case(op, [In((2, 3), dt), In((4, 3), dt)], dim=0) for dt in DTYPES]
+    out += [op_case(op, [In((2, 3)), In((2, 5)), In((2, 1))], dim=1),
+            op_case(op, [In((2, 3, 4)), In((2, 1, 4))], dim=-2),
+            op_case(op, [In((3,))], dim=0),
+            op_case(op, [In((2, 3), I), In((2, 3), F)], dim=0),  # dtypes promote
+            op_case(op, [In((2, 3), B), In((1, 3), U8, lo=0)], dim=0),
+            op_case(op, [In((2, 3)), In((0,)), In((1, 3))], dim=0),  # legacy empty [0] skipped
+            op_case(op, [In((0, 3)), In((2, 3))], dim=0),
+            op_case(op, [In((129, 257)), In((129, 3))], dim=1),
+            op_case(op, [In((5, 4)) for _ in range(7)], dim=0)]
+    return out
+
+
+def _slices():
+    out = []
+    op = "aten.slice.Tensor"
+    for dt in DTYPES:
+        out.append(op_case(op, In((6, 5), dt), dim=0, start=1, end=5, step=2))
+    out += [op_case(op, In((6, 5)), dim=1, start=0, end=9223372036854775807, step=1),
+            op_case(op, In((6, 5)), dim=1, start=None, end=None, step=3),
+            op_case(op, In((6, 5)), dim=-1, start=-3, end=-1, step=1),
+            op_case(op, In((6, 5)), dim=0, start=4, end=2, step=1),  # empty
+            op_case(op, In((6, 5)), dim=0, start=-100, end=100, step=4),
+            op_case(op, In((2, 9, 3)), dim=1, start=2, end=8, step=3),
+            op_case(op, In((129, 257)), dim=1, start=1, end=256, step=1),
+            viewed("aten.t.default", {}, op, In((5, 6)), dim=1, start=1, end=4, step=1)]
+    op = "aten.select.int"
+    out += [op_case(op, In((4, 5), dt), dim=1, index=2) for dt in DTYPES]
+    out += [op_case(op, In((4, 5)), dim=0, index=-1), op_case(op, In((2, 3, 4)), dim=-2, index=0),
+            op_case(op, In((7,)), dim=0, index=3), op_case(op, In((129, 257)), dim=1, index=200),
+            viewed("aten.permute.default", {"dims": [2, 0, 1]}, op, In((2, 3, 4)), dim=0, index=1)]
+    return out
+
+
+def _negatives():
+    return [
+        neg_case("aten.view.default", In((3, 4)), size=[5, -1], error="shape [5, -1] is invalid for input of size 12"),
+        neg_case("aten.view.default", In((3, 4)), size=[-1, -1], error="only one dimension of size may be -1"),
+        neg_case("aten._unsafe_view.default", In((3, 4)), size=[13], error="shape [13] is invalid for input of size 12"),
+        neg_case("aten.reshape.default", In((3, 4)), shape=[2, -2, 3], error="invalid size [2, -2, 3]"),
+        neg_case("aten.unsqueeze.default", In((3, 4)), dim=3, error="dim 3 is out of range for a tensor of rank 3"),
+        neg_case("aten.squeeze.dim", In((3, 4)), dim=2, error="dim 2 is out of range for a tensor of rank 2"),
+        neg_case("aten.t.default", In((2, 3, 4)), error="t() expects a tensor of rank <= 2, got float32[2, 3, 4]"),
+        neg_case("aten.transpose.int", In((2, 3)), dim0=0, dim1=2, error="dim 2 is out of range for a tensor of rank 2"),
+        neg_case("aten.permute.default", In((2, 3)), dims=[0], error="permute dims [0] do not match rank 2"),
+        neg_case("aten.permute.default", In((2, 3)), dims=[1, -1], error="permute dims [1, -1] repeat a dim"),
+        neg_case("aten.expand.default", In((3, 2)), size=[3, 4], error="cannot expand float32[3, 2] to size [3, 4]"),
+        neg_case("aten.expand.default", In((3, 2)), size=[2], error="expand size [2] has fewer dims than float32[3, 2]"),
+        neg_case("aten.expand.default", In((3,)), size=[-1, 3],
+                 error="expand size [-1, 3]: -1 is not allowed for a new dim"),
+        neg_case("aten.cat.default", [In((2, 3)), In((2, 4))], dim=0,
+                 error="cat inputs float32[2, 3] and float32[2, 4] differ outside dim 0"),
+        neg_case("aten.cat.default", [In(()), In(())], dim=0, error="zero-dimensional tensors cannot be concatenated"),
+        neg_case("aten.slice.Tensor", In((4, 5)), dim=0, start=0, end=2, step=0,
+                 error="slice step must be positive, got 0"),
+        neg_case("aten.slice.Tensor", In(()), dim=0, start=0, end=1, step=1, error="slice of a 0-d tensor"),
+        neg_case("aten.select.int", In((4, 5)), dim=1, index=5,
+                 error="index 5 is out of range for dim 1 of size 5"),
+        neg_case("aten.select.int", In(()), dim=0, index=0, error="select of a 0-d tensor"),
+    ]
+
+
+def cases():
+    return _reshapes() + _transposes() + _cat() + _slices() + _negatives()
