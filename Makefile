@@ -1,9 +1,15 @@
 # The two quick-start commands are `make demo` and `make test`; both install
 # what they need (apt) and build first. Plain `make` builds build/trainstep.
+# `make test-asan` runs the whole suite under ASan + UBSan (build-asan/);
+# `make fuzz` runs each libFuzzer target for FUZZ_SECONDS (build-fuzz/).
 BUILD ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS ?= 2
+SAN_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINSTEP_SANITIZE=address,undefined
 
-.PHONY: all deps build demo test test-cpp test-python clean
+.PHONY: all deps build demo test test-asan fuzz clean
 all: build
 
 deps:
@@ -19,5 +25,17 @@ demo: build
 test: build
 	@scripts/run-tests.sh
 
+test-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@BUILD=$(ASAN_BUILD) scripts/run-tests.sh
+
+fuzz: deps
+	@scripts/install-deps.sh fuzz
+	@cmake -S . -B $(FUZZ_BUILD) $(SAN_FLAGS) -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DTRAINSTEP_FUZZ=ON -DTRAINSTEP_TESTS=OFF >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) out
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) out

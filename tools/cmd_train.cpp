@@ -1,10 +1,13 @@
 // `trainstep train` and `trainstep eval` on a dataset named by --data.
+#include <signal.h>
+
 #include <cstdio>
 
 #include "commands.h"
 #include "trainstep/error.h"
 #include "data/dataset.h"
 #include "ir/program.h"
+#include "train/stop_signals.h"
 #include "train/trainer.h"
 
 namespace tscli {
@@ -17,6 +20,28 @@ void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
   off("--no-fusion", o.compile.fusion, "disable fused kernels (plain path)");
   off("--no-inplace", o.compile.inplace, "write new state to fresh buffers, then copy");
   off("--no-cleanup", o.compile.cleanup, "skip DCE/CSE/folding/simplification");
+  cmd->add_option_function<std::string>(
+         "--max-memory",
+         [&o](const std::string& v) {
+           try {
+             o.max_memory = ts::parse_memory_size(v);
+           } catch (const ts::Error& e) {
+             throw CLI::ValidationError("--max-memory", e.what());
+           }
+         },
+         "bound on state + step arenas, e.g. 2G (default: physical memory)")
+      ->type_name("SIZE");
+  cmd->add_option_function<std::string>(
+         "--on-nonfinite",
+         [&o](const std::string& v) {
+           o.on_nonfinite = v == "skip"  ? ts::NonFinite::Skip
+                            : v == "off" ? ts::NonFinite::Ignore
+                                         : ts::NonFinite::Stop;
+         },
+         "after each train step, if the loss or a new state tensor is NaN/inf: stop (default) "
+         "fails naming the step and tensor; skip keeps the old state and counts the step; off "
+         "does not check")
+      ->check(CLI::IsMember({"stop", "skip", "off"}));
 }
 
 namespace {
@@ -65,7 +90,16 @@ void add_train(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"epoch", "step"}));
   cmd->add_option("--seed", o->seed, "seed for data order and dropout");
   cmd->add_option("--save", o->save, "checkpoint written after every epoch");
-  cmd->add_option("--resume", o->resume, "checkpoint to continue from");
+  cmd->add_option("--resume", o->resume,
+                  "checkpoint to continue from, or 'auto': the newest valid one in the checkpoint "
+                  "folder or --save (then --epochs is the run's total)");
+  cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                  "also write a checkpoint every N steps into the checkpoint folder")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
+                  "checkpoint folder (default: next to --save: out/m.ckpt -> out/m.checkpoints)");
+  cmd->add_option("--keep", o->keep, "periodic checkpoints to keep (default 3)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
   cmd->add_option("--accumulate", o->accumulate,
                   "average the gradients of N batches per optimizer step (artifact exported "
@@ -79,12 +113,30 @@ void add_train(CLI::App& app, Action& action) {
       std::printf("training %s: %lld train / %lld test samples (%s), batch %lld\n",
                   s->program().name.c_str(), (long long)tr->size(), (long long)te->size(),
                   tr->describe().c_str(), (long long)s->batch_size());
-      ts::train(*s, *tr, *te, *o, [&](const ts::EpochReport& r) {
-        std::printf("epoch %lld: lr %.6g, train loss %.4f, test loss %.4f%s, %.1f samples/s, %.1f s\n",
+      ts::TrainOptions opts = *o;
+      opts.stop = &ts::install_stop_signals();
+      ts::TrainResult res = ts::train(*s, *tr, *te, opts, [&](const ts::EpochReport& r) {
+        const std::string skipped =
+            r.skipped ? ", " + std::to_string(r.skipped) + " non-finite steps skipped so far" : "";
+        std::printf("epoch %lld: lr %.6g, train loss %.4f, test loss %.4f%s, %.1f samples/s, %.1f s%s\n",
                     (long long)r.epoch, r.lr, r.train_loss, r.test.loss,
-                    accuracy_text(r.test).c_str(), r.samples_per_s, r.seconds);
+                    accuracy_text(r.test).c_str(), r.samples_per_s, r.seconds, skipped.c_str());
         std::fflush(stdout);
       });
+      if (res.stopped_by) {
+        const char* name = res.stopped_by == SIGINT ? "SIGINT" : res.stopped_by == SIGTERM ? "SIGTERM" : "a signal";
+        if (res.checkpoint.empty())
+          std::printf("interrupted by %s after step %lld; no checkpoint written (no --save or "
+                      "--checkpoint-dir)\n", name, (long long)s->step());
+        else
+          std::printf("interrupted by %s after step %lld; checkpoint: %s (continue with --resume auto)\n",
+                      name, (long long)s->step(), res.checkpoint.c_str());
+        std::fflush(stdout);
+        return 128 + res.stopped_by;
+      }
+      if (res.skipped_steps)
+        std::printf("non-finite steps skipped: %lld of %lld\n", (long long)res.skipped_steps,
+                    (long long)s->step());
       if (!o->save.empty()) std::printf("checkpoint: %s\n", o->save.c_str());
       return 0;
     };

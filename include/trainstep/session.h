@@ -1,9 +1,17 @@
 // The public C++ API: load an artifact, create a session, run training and
 // eval steps, read and write state by name, save and load checkpoints.
 //
-// Thread-safety: a Session is not thread-safe; use one per thread. Separate
-// sessions share nothing mutable except the OpenMP thread-count setting,
-// which each sets before it runs.
+// Thread-safety: one Session must not be used by two threads at once (its
+// calls mutate state and bound buffers); use one Session per thread.
+// Separate sessions share nothing mutable, so sessions on different threads
+// may run concurrently, and each gives the same bits as it would alone
+// (tests/cpp/test_isolation.cpp). The process-wide pieces are read-only or
+// per thread: the op registry (built once), oneDNN's engine (shared, its
+// primitive cache is thread-safe) and stream (one per thread), and the
+// OpenMP thread count, which is a per-thread setting that a session with
+// `threads > 0` sets on the calling thread before each step (`threads = 0`
+// uses the calling thread's OpenMP default). Session::open may be called
+// from several threads at once.
 #pragma once
 #include <map>
 #include <memory>
@@ -17,13 +25,40 @@ namespace ts {
 
 struct Artifact;
 struct Program;
+struct StateSpec;
 struct Function;
 class Executor;
 
-struct SessionOptions {
-  int threads = 0;  // 0: OpenMP's default
-  CompileOptions compile;
+// What a training step does when the loss or a new state tensor is NaN or
+// inf. Checked after every train_step and apply_grads: the loss, then each
+// new state tensor (params, buffers, optimizer state) in the step's output
+// order. train_step does not output gradients (a non-finite gradient shows
+// up in the optimizer state or the parameters it updates); grad_step does,
+// and checks them too.
+enum class NonFinite {
+  Ignore,  // no check
+  Stop,    // throw ts::Error naming the step and the first non-finite tensor
+  // Keep the state from before the step (as AMP's GradScaler skips an
+  // update), count it in skipped_steps(), and go on; the step counter still
+  // advances (the batch is consumed). Cost: new state cannot be written in
+  // place over the old (no donation), so the step's arena grows by the
+  // state's size and every step copies the new state back (a memcpy of the
+  // state), as with --no-inplace.
+  Skip,
 };
+
+struct SessionOptions {
+  int threads = 0;  // 0: the calling thread's OpenMP default
+  CompileOptions compile;
+  // Bound on the memory the session allocates for state and the steps'
+  // arenas, in bytes (0: the machine's physical memory). Checked before
+  // anything is allocated; an error names the size needed.
+  size_t max_memory = 0;
+  NonFinite on_nonfinite = NonFinite::Stop;
+};
+
+// "512M", "2G", "1.5GiB", "1073741824" -> bytes (K/M/G/T are powers of 1024).
+size_t parse_memory_size(const std::string& text);
 
 class Session {
  public:
@@ -52,8 +87,13 @@ class Session {
   int64_t step() const { return step_; }
 
   // One training step on a batch; returns the loss. Inputs must match the
-  // artifact's example batch exactly (dtype and shape).
+  // artifact's example batch exactly (dtype and shape). See NonFinite for
+  // what happens when a result is not finite.
   float train_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  // NonFinite::Skip: optimizer steps whose update was dropped (kept in
+  // checkpoints), and whether the last train_step / apply_grads was one.
+  int64_t skipped_steps() const { return skipped_; }
+  bool last_step_skipped() const { return last_skipped_; }
   // One eval step (model.eval()); read the results below.
   void eval_step(const std::vector<Tensor>& inputs, const Tensor& target);
   const Tensor& eval_output() const;       // the model's output
@@ -66,6 +106,9 @@ class Session {
   // the session's accumulators and updates buffers (BatchNorm stats) as
   // train_step does; returns the loss. Micro-batch k after the last apply
   // draws its dropout masks at RNG offset step() * accumulation() + k.
+  // The loss, new buffers and gradients are checked as NonFinite says; in
+  // Skip mode a non-finite micro-batch adds nothing and marks the pending
+  // optimizer step to be skipped by apply_grads.
   float grad_step(const std::vector<Tensor>& inputs, const Tensor& target);
   // Averages the accumulated gradients over the grad_steps since the last
   // apply (mean-reduced losses: the gradient of their concatenated batch),
@@ -85,9 +128,13 @@ class Session {
   // Per-node timing of train_step (see Executor::set_profiling).
   void set_profiling(bool on);
   const Executor& train_executor() const { return *train_; }
+  // Bytes the session holds for state, gradient accumulators and the steps'
+  // arenas (what SessionOptions::max_memory bounds).
+  size_t memory_bytes() const;
 
   // Checkpoint: state under PyTorch state_dict names plus `optim/…`, and
-  // metadata (step, seed, lr, plus `extra`). Written atomically.
+  // metadata (step, seed, lr, skipped steps, plus `extra`). Written
+  // atomically (temp file, fsync, rename).
   void save_checkpoint(const std::string& path,
                        const std::map<std::string, std::string>& extra = {}) const;
   // Restores state, step, seed and lr; returns the checkpoint's metadata.
@@ -100,6 +147,13 @@ class Session {
   // New state from `ex`'s outputs back into the state tensors.
   void copy_out_state(const Executor& ex, const std::vector<std::pair<int, Tensor*>>& outs);
   void bind_runtime_inputs(Executor& ex);
+  // "" if ex's loss output (loss >= 0) and the outputs in `outs` are all
+  // finite, else which one is not (no allocation when all are).
+  std::string find_nonfinite(const Executor& ex, int loss,
+                             const std::vector<std::pair<int, Tensor*>>& outs) const;
+  // After an optimizer step whose results failed the check: throws (Stop)
+  // or counts the skip (Skip), keeping the state. The step counter advances.
+  void on_nonfinite(const std::string& what);
 
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;
@@ -109,7 +163,9 @@ class Session {
   std::unique_ptr<Executor> train_, eval_;
   HostTensor lr_t_, seed_t_, step_t_;
   double lr_ = 0;
-  int64_t seed_ = 0, step_ = 0;
+  int64_t seed_ = 0, step_ = 0, skipped_ = 0;
+  bool last_skipped_ = false;
+  bool skip_pending_ = false;  // a micro-batch since the last apply was not finite
   // Signature slots, resolved once.
   std::vector<int> train_inputs_, eval_inputs_;
   int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
@@ -123,7 +179,7 @@ class Session {
   std::vector<int> grad_inputs_;
   int grad_target_ = -1, grad_loss_ = -1;
   int64_t micro_ = 0, accumulation_ = 1;
-  size_t state_bytes_ = 0;
+  size_t state_bytes_ = 0, grads_bytes_ = 0;
   Buffer staging_;  // see copy_out_state
 };
 

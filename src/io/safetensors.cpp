@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -150,6 +151,44 @@ std::string build_header(const std::string& what, const std::map<std::string, st
   return out + text;
 }
 
+// The length prefix of a file of `size` bytes whose first 8 are p.
+uint64_t header_length(const char* p, uint64_t size, const std::string& what) {
+  if (size < 8)
+    fail(what + ": too short for safetensors (" + std::to_string(size) + " bytes, need at least 8)");
+  uint64_t n = read_le64(p);
+  if (n > kMaxHeader)
+    fail(what + ": header length " + std::to_string(n) + " exceeds the 100 MiB limit");
+  if (n > size - 8)
+    fail(what + ": truncated: header says " + std::to_string(n) + " bytes, file has " +
+         std::to_string(size - 8) + " after the length prefix");
+  return n;
+}
+
+json parse_header(const char* p, uint64_t n, const std::string& what) {
+  DupKeyCheck dup;
+  json h;
+  try {
+    h = json::parse(p, p + n, std::ref(dup));
+  } catch (const json::exception& ex) {
+    fail(what + ": header is not valid JSON: " + ex.what());
+  }
+  if (!h.is_object()) fail(what + ": header is not a JSON object");
+  if (!dup.dup.empty()) fail(what + ": duplicate key '" + dup.dup + "' in header");
+  return h;
+}
+
+std::map<std::string, std::string> metadata_of(const json& h, const std::string& what) {
+  std::map<std::string, std::string> m;
+  if (!h.contains("__metadata__")) return m;
+  const json& val = h["__metadata__"];
+  if (!val.is_object()) fail(what + ": __metadata__ is not a JSON object");
+  for (const auto& [mk, mv] : val.items()) {
+    if (!mv.is_string()) fail(what + ": metadata value for '" + mk + "' is not a string");
+    m[mk] = mv.get<std::string>();
+  }
+  return m;
+}
+
 }  // namespace
 
 const HostTensor* SafeTensors::find(const std::string& name) const {
@@ -159,40 +198,16 @@ const HostTensor* SafeTensors::find(const std::string& name) const {
 }
 
 SafeTensors parse_safetensors(const std::string& bytes, const std::string& what) {
-  if (bytes.size() < 8)
-    fail(what + ": too short for safetensors (" + std::to_string(bytes.size()) +
-         " bytes, need at least 8)");
-  uint64_t n = read_le64(bytes.data());
-  if (n > kMaxHeader)
-    fail(what + ": header length " + std::to_string(n) + " exceeds the 100 MiB limit");
-  if (n > bytes.size() - 8)
-    fail(what + ": truncated: header says " + std::to_string(n) + " bytes, file has " +
-         std::to_string(bytes.size() - 8) + " after the length prefix");
-
-  DupKeyCheck dup;
-  json h;
-  try {
-    h = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n),
-                    std::ref(dup));
-  } catch (const json::exception& ex) {
-    fail(what + ": header is not valid JSON: " + ex.what());
-  }
-  if (!h.is_object()) fail(what + ": header is not a JSON object");
-  if (!dup.dup.empty()) fail(what + ": duplicate key '" + dup.dup + "' in header");
+  uint64_t n = header_length(bytes.data(), bytes.size(), what);
+  json h = parse_header(bytes.data() + 8, n, what);
 
   SafeTensors st;
   uint64_t data_start = 8 + n;
   uint64_t data_size = bytes.size() - data_start;
   std::vector<Entry> entries;
+  st.metadata = metadata_of(h, what);
   for (const auto& [key, val] : h.items()) {
-    if (key == "__metadata__") {
-      if (!val.is_object()) fail(what + ": __metadata__ is not a JSON object");
-      for (const auto& [mk, mv] : val.items()) {
-        if (!mv.is_string()) fail(what + ": metadata value for '" + mk + "' is not a string");
-        st.metadata[mk] = mv.get<std::string>();
-      }
-      continue;
-    }
+    if (key == "__metadata__") continue;
     entries.push_back(parse_entry(what, key, val, data_size));
   }
 
@@ -226,6 +241,20 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
 }
 
 SafeTensors read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path + ": cannot read");
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  in.seekg(0);
+  char prefix[8] = {};
+  in.read(prefix, 8);
+  const uint64_t n = header_length(prefix, in ? size : 0, path);
+  std::string text(n, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(n))) fail(path + ": cannot read the header");
+  return metadata_of(parse_header(text.data(), n, path), path);
+}
 
 std::string serialize_safetensors(const std::map<std::string, std::string>& metadata,
                                   const NamedTensors& tensors) {

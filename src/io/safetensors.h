@@ -21,6 +21,8 @@ struct SafeTensors {
 using NamedTensors = std::vector<std::pair<std::string, const Tensor*>>;
 
 SafeTensors read_safetensors(const std::string& path);
+// Only the header's __metadata__ (reads the header, not the tensor data).
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 // `what` names the source (a path, "checkpoint in memory", ...) in errors.
 SafeTensors parse_safetensors(const std::string& bytes, const std::string& what);
 

@@ -6,6 +6,9 @@ namespace ts {
 
 namespace {
 
+constexpr size_t kMaxRank = 16;
+constexpr int64_t kMaxNumel = int64_t(1) << 40;
+
 struct Reader {
   const std::string& what;
   [[noreturn]] void fail(const std::string& where, const std::string& msg) const {
@@ -28,13 +31,18 @@ struct Reader {
       fail(where, e.what());
     }
     const json& s = field(j, "shape", where);
-    if (!s.is_array() || s.size() > 16) fail(where, "shape must be a list of at most 16 dims");
+    if (!s.is_array()) fail(where, "shape must be a list of dims");
+    // Limits checked here, before anything is sized from the program.
+    if (s.size() > kMaxRank)
+      fail(where, "shape has rank " + std::to_string(s.size()) + ", more than the limit of " +
+                      std::to_string(kMaxRank));
     int64_t n = 1;
     for (const auto& d : s) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail(where, "shape dims must be non-negative integers");
+        fail(where, "shape " + s.dump() + ": dims must be non-negative integers");
       int64_t v = d.get<int64_t>();
-      if (v > 0 && n > (int64_t(1) << 40) / v) fail(where, "shape " + s.dump() + " is too large");
+      if (v > 0 && n > kMaxNumel / v)
+        fail(where, "shape " + s.dump() + " has more than 2^40 elements");
       n *= v;
       t.shape.push_back(v);
     }

@@ -7,7 +7,10 @@
 namespace ts {
 
 Executor::Executor(const Function& f, int threads, bool inplace)
-    : f_(f), threads_(threads), plan_(plan_memory(f, inplace)) {
+    : Executor(f, threads, plan_memory(f, inplace)) {}
+
+Executor::Executor(const Function& f, int threads, MemoryPlan plan)
+    : f_(f), threads_(threads), plan_(std::move(plan)) {
   // Before any kernel is built: an OpenMP pool started wider than asked
   // would keep idle threads spinning.
   if (threads_ > 0) omp_set_num_threads(threads_);

@@ -6,10 +6,12 @@
 // arena bytes. bind: function inputs point at caller-owned memory. run: calls
 // the kernels in order and never allocates.
 //
-// inplace: new-state outputs the plan can donate are written straight into
-// the memory bound to their state input (output(i).data then equals that
-// pointer), so the caller's state buffers are overwritten by run(). Without
-// it, bound inputs are only read.
+// inplace: intermediates may be written over inputs that die at their node,
+// and (with donate) new-state outputs the plan can donate are written
+// straight into the memory bound to their state input (output(i).data then
+// equals that pointer), so the caller's state buffers are overwritten by
+// run(). Without donation, bound inputs are only read.
+
 #pragma once
 #include <functional>
 #include <memory>
@@ -23,6 +25,9 @@ namespace ts {
 class Executor {
  public:
   Executor(const Function& f, int threads, bool inplace = false);
+  // With a plan made beforehand (plan_memory(f, ...)), e.g. to check its
+  // size against a memory limit before anything is allocated.
+  Executor(const Function& f, int threads, MemoryPlan plan);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 

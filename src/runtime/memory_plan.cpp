@@ -18,7 +18,7 @@ size_t slot_bytes(const TensorType& t) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Function& f, bool inplace) {
+MemoryPlan plan_memory(const Function& f, bool inplace, bool donate) {
   const size_t nv = f.value_names.size();
   const int end = static_cast<int>(f.nodes.size());
   MemoryPlan p;
@@ -53,7 +53,7 @@ MemoryPlan plan_memory(const Function& f, bool inplace) {
   for (const auto& o : f.outputs) p.last[p.root[o.value]] = end;
   for (size_t v = 0; v < nv; ++v) p.live[v] = p.last[p.root[v]] >= 0;
 
-  if (inplace) {
+  if (inplace && donate) {
     std::vector<bool> taken(nv, false);  // state inputs already donated
     for (size_t oi = 0; oi < f.outputs.size(); ++oi) {
       const Port& o = f.outputs[oi];
@@ -171,6 +171,20 @@ MemoryPlan plan_memory(const Function& f, bool inplace) {
     placed.push_back(v);
   }
   return p;
+}
+
+std::string bytes_str(size_t n) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%zu bytes", n);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
 }
 
 std::string memory_summary(const MemoryPlan& p, size_t state_bytes) {

@@ -15,7 +15,7 @@
 // intersects its own. Two values may share bytes only if their lifetimes are
 // disjoint. The naive size is the sum of the same slots without reuse.
 //
-// Donation (inplace): a new-state output (role "state") takes the buffer of
+// Donation (inplace and donate): a new-state output (role "state") takes the buffer of
 // the matching state input (same `state` name) instead of an arena slot when
 //  - both have the same type, the output is produced by a kernel (not a view)
 //    and appears in one output port only;
@@ -57,7 +57,12 @@ struct MemoryPlan {
   bool has_slot(int v) const { return offset[v] != kNoSlot; }
 };
 
-MemoryPlan plan_memory(const Function& f, bool inplace);
+// donate: with inplace, whether new-state outputs may take their state
+// input's buffer (off: the caller's state survives run(), e.g. to drop a step).
+MemoryPlan plan_memory(const Function& f, bool inplace, bool donate = true);
+
+// "1.50 GiB", "100 bytes", for messages about sizes.
+std::string bytes_str(size_t n);
 
 // "arena X MiB (naive Y MiB), state Z MiB, donated N state outputs"
 std::string memory_summary(const MemoryPlan& p, size_t state_bytes);

@@ -1,11 +1,15 @@
 #include "trainstep/session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "io/safetensors.h"
 #include "runtime/artifact.h"
 #include "runtime/executor.h"
+#include "runtime/nonfinite.h"
 
 namespace ts {
 
@@ -16,6 +20,23 @@ constexpr const char* kCheckpointVersion = "1";
 // Tensor::type() copies the shape: compare in place, this runs every step.
 bool has_type(const Tensor& t, const TensorType& want) {
   return t.dtype == want.dtype && t.shape == want.shape;
+}
+
+size_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
+}
+
+// A whole-string integer (std::stoll alone accepts "12abc").
+int64_t parse_int(const std::string& s) {
+  size_t pos = 0;
+  int64_t v = std::stoll(s, &pos);
+  if (pos != s.size()) throw std::invalid_argument(s);
+  return v;
+}
+
+double element(const Tensor& t, int64_t i) {
+  return t.dtype == DType::F64 ? t.as<double>()[i] : t.as<float>()[i];
 }
 
 std::vector<int> slots_of(const Function& f, const char* role) {
@@ -29,6 +50,27 @@ std::vector<int> slots_of(const Function& f, const char* role) {
 }
 }  // namespace
 
+size_t parse_memory_size(const std::string& text) {
+  size_t pos = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::logic_error&) {
+  }
+  std::string unit = text.substr(std::min(pos, text.size()));
+  if (unit.size() == 3 && unit.substr(1) == "iB") unit = unit.substr(0, 1);
+  if (unit.size() == 2 && unit[1] == 'B') unit = unit.substr(0, 1);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "k") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (!(v > 0) || scale == 0 || !std::isfinite(v * scale) || v * scale >= 0x1p63)
+    fail("bad memory size '" + text + "' (expected e.g. 512M, 2G, 1.5GiB or a byte count)");
+  return static_cast<size_t>(v * scale);
+}
+
 std::unique_ptr<Session> Session::open(const std::string& path, SessionOptions o) {
   auto a = std::make_shared<Artifact>(load_artifact(path));
   return std::make_unique<Session>(std::move(a), o);
@@ -37,10 +79,27 @@ std::unique_ptr<Session> Session::open(const std::string& path, SessionOptions o
 Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     : artifact_(std::move(a)), opts_(o) {
   const Program& p = artifact_->program;
+  // Sizes are checked against the memory limit before anything is allocated.
+  const size_t limit = o.max_memory ? o.max_memory : physical_memory();
+  const std::string limit_text =
+      "the memory limit of " + bytes_str(limit) + " (" + std::to_string(limit) + " bytes, " +
+      (o.max_memory ? "--max-memory)" : "the machine's physical memory; see --max-memory)");
+  for (const auto& s : p.state) state_bytes_ += s.type.nbytes();
+  if (state_bytes_ > limit)
+    fail(artifact_->path + ": the state needs " + bytes_str(state_bytes_) + ", more than " +
+         limit_text);
+  for (const auto& [fname, f] : p.functions)
+    for (size_t v = 0; v < f.value_types.size(); ++v)
+      if (f.value_types[v].nbytes() > limit) {
+        const int at = f.producer[v];
+        fail(artifact_->path + ": function '" + fname + "': value '" + f.value_names[v] + "'" +
+             (at >= 0 ? " (node '" + f.nodes[at].name + "', " + f.nodes[at].op + ")" : "") +
+             " is " + f.value_types[v].str() + ", " + bytes_str(f.value_types[v].nbytes()) +
+             ", more than " + limit_text);
+      }
   for (const auto& s : p.state) {
     names_.push_back(s.name);
     state_.emplace(s.name, HostTensor(s.type.dtype, s.type.shape));
-    state_bytes_ += s.type.nbytes();
   }
   reset_state();
   lr_ = p.optimizer.value("lr", 0.0);
@@ -52,12 +111,40 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   eval_fn_ = std::make_unique<Function>(p.function("eval_step"));
   optimize(*train_fn_, o.compile);
   optimize(*eval_fn_, o.compile);
+  const bool grads = p.functions.count("grad_step") > 0;
+  if (grads) {
+    grad_fn_ = std::make_unique<Function>(p.function("grad_step"));
+    apply_fn_ = std::make_unique<Function>(p.function("apply_step"));
+    optimize(*grad_fn_, o.compile);
+    optimize(*apply_fn_, o.compile);
+    for (const Port& out : grad_fn_->outputs)
+      if (out.role == "grad") grads_bytes_ += out.type.nbytes();
+  }
   const Function& tf = *train_fn_;
   const Function& ef = *eval_fn_;
   // In place: new state is written into state_'s buffers where the plan
   // allows (the copy-back below then finds equal pointers and skips).
-  train_ = std::make_unique<Executor>(tf, o.threads, o.compile.inplace);
-  eval_ = std::make_unique<Executor>(ef, o.threads, o.compile.inplace);
+  // Skipping a non-finite step needs the old state to survive the step, so
+  // that mode does not donate.
+  const bool donate = o.on_nonfinite != NonFinite::Skip;
+  std::vector<MemoryPlan> plans;
+  const Function* fns[] = {&tf, &ef, grad_fn_.get(), apply_fn_.get()};
+  for (const Function* f : fns)
+    if (f) plans.push_back(plan_memory(*f, o.compile.inplace, donate));
+  size_t need = state_bytes_ + grads_bytes_;
+  std::string parts;
+  const char* fnames[] = {"train_step", "eval_step", "grad_step", "apply_step"};
+  for (size_t i = 0; i < plans.size(); ++i) {
+    need += plans[i].arena_bytes;
+    parts += std::string(", ") + fnames[i] + " arena " + bytes_str(plans[i].arena_bytes);
+  }
+  if (need > limit)
+    fail(artifact_->path + ": the session needs " + bytes_str(need) + " (" + std::to_string(need) +
+         " bytes: state " + bytes_str(state_bytes_) +
+         (grads ? ", gradients " + bytes_str(grads_bytes_) : std::string()) + parts +
+         "), more than " + limit_text);
+  train_ = std::make_unique<Executor>(tf, o.threads, std::move(plans[0]));
+  eval_ = std::make_unique<Executor>(ef, o.threads, std::move(plans[1]));
   bind_runtime_inputs(*train_);
   bind_runtime_inputs(*eval_);
   train_inputs_ = slots_of(tf, "input");
@@ -74,11 +161,7 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     if (tf.outputs[i].role == "state")
       train_state_out_.emplace_back(int(i), &state_.at(tf.outputs[i].state).view);
 
-  if (!p.functions.count("grad_step")) return;
-  grad_fn_ = std::make_unique<Function>(p.function("grad_step"));
-  apply_fn_ = std::make_unique<Function>(p.function("apply_step"));
-  optimize(*grad_fn_, o.compile);
-  optimize(*apply_fn_, o.compile);
+  if (!grads) return;
   const Function& gf = *grad_fn_;
   const Function& af = *apply_fn_;
   for (size_t i = 0; i < gf.outputs.size(); ++i) {
@@ -90,8 +173,8 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
            "' is not a float32 tensor shaped like that parameter");
     grads_.emplace(out.state, HostTensor(DType::F32, out.type.shape));
   }
-  grad_ = std::make_unique<Executor>(gf, o.threads, o.compile.inplace);
-  apply_ = std::make_unique<Executor>(af, o.threads, o.compile.inplace);
+  grad_ = std::make_unique<Executor>(gf, o.threads, std::move(plans[2]));
+  apply_ = std::make_unique<Executor>(af, o.threads, std::move(plans[3]));
   bind_runtime_inputs(*grad_);
   bind_runtime_inputs(*apply_);
   grad_inputs_ = slots_of(gf, "input");
@@ -175,10 +258,54 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_;
   train_->run();
+  micro_ = 0;  // a whole step drops gradients accumulated but not applied
+  skip_pending_ = false;
+  last_skipped_ = false;
+  const float loss = *train_->output(train_loss_).as<float>();
+  if (opts_.on_nonfinite != NonFinite::Ignore) {
+    std::string bad = find_nonfinite(*train_, train_loss_, train_state_out_);  // "": no allocation
+    if (!bad.empty()) {
+      on_nonfinite(bad);
+      return loss;
+    }
+  }
   copy_out_state(*train_, train_state_out_);
   ++step_;
-  micro_ = 0;  // a whole step drops gradients accumulated but not applied
-  return *train_->output(train_loss_).as<float>();
+  return loss;
+}
+
+void Session::on_nonfinite(const std::string& what) {
+  if (opts_.on_nonfinite == NonFinite::Stop)
+    fail("step " + std::to_string(step_) + ": " + what +
+         " (--on-nonfinite skip drops such steps instead)");
+  // Skip: the old state is intact (no donation); the new one is dropped.
+  ++skipped_;
+  ++step_;
+  last_skipped_ = true;
+}
+
+std::string Session::find_nonfinite(const Executor& ex, int loss,
+                                    const std::vector<std::pair<int, Tensor*>>& outs) const {
+  auto describe = [](const Tensor& t, int64_t i) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%g", element(t, i));
+    return std::string(b) + (t.shape.empty() ? "" : " at element " + std::to_string(i));
+  };
+  if (loss >= 0) {
+    const Tensor& l = ex.output(loss);
+    if (int64_t i = first_nonfinite(l, opts_.threads); i >= 0) return "the loss is " + describe(l, i);
+  }
+  for (const auto& [out, dst] : outs) {
+    const Tensor& t = ex.output(out);
+    const int64_t i = first_nonfinite(t, opts_.threads);
+    if (i < 0) continue;
+    const Port& port = ex.function().outputs[out];
+    if (port.role == "grad") return "the gradient of '" + port.state + "' is " + describe(t, i);
+    const StateSpec* spec = program().find_state(port.state);
+    return "the new value of '" + port.state + "' (" + (spec ? spec->kind : "state") + ") is " +
+           describe(t, i);
+  }
+  return {};
 }
 
 float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target) {
@@ -190,6 +317,21 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_ * accumulation_ + micro_;
   grad_->run();
+  const float loss = *grad_->output(grad_loss_).as<float>();
+  if (micro_ == 0) skip_pending_ = false;
+  if (opts_.on_nonfinite != NonFinite::Ignore) {
+    std::string bad = find_nonfinite(*grad_, grad_loss_, grad_state_out_);
+    if (bad.empty()) bad = find_nonfinite(*grad_, -1, grad_out_);
+    if (!bad.empty()) {
+      if (opts_.on_nonfinite == NonFinite::Stop)
+        fail("step " + std::to_string(step_) + ", micro-batch " + std::to_string(micro_) + ": " +
+             bad + " (--on-nonfinite skip drops such steps instead)");
+      // Skip: this micro-batch adds nothing; apply_grads drops the step.
+      skip_pending_ = true;
+      ++micro_;
+      return loss;
+    }
+  }
   copy_out_state(*grad_, grad_state_out_);
   for (auto& [out, acc] : grad_out_) {
     const float* g = grad_->output(out).as<float>();
@@ -202,7 +344,7 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
     }
   }
   ++micro_;
-  return *grad_->output(grad_loss_).as<float>();
+  return loss;
 }
 
 void Session::apply_grads() {
@@ -210,6 +352,13 @@ void Session::apply_grads() {
     fail(artifact_->path +
          ": apply_grads: the artifact has no apply_step (export it with --grads)");
   if (micro_ == 0) fail("apply_grads: no grad_step since the last update");
+  last_skipped_ = false;
+  if (skip_pending_) {  // a micro-batch was not finite (Skip mode): no update
+    micro_ = 0;
+    skip_pending_ = false;
+    on_nonfinite("");
+    return;
+  }
   if (micro_ > 1) {
     const float inv = 1.0f / static_cast<float>(micro_);
     for (auto& [name, acc] : grads_) {
@@ -219,9 +368,16 @@ void Session::apply_grads() {
   }
   *lr_t_.view.as<float>() = static_cast<float>(lr_);
   apply_->run();
+  micro_ = 0;
+  if (opts_.on_nonfinite != NonFinite::Ignore) {
+    std::string bad = find_nonfinite(*apply_, -1, apply_state_out_);
+    if (!bad.empty()) {
+      on_nonfinite(bad);
+      return;
+    }
+  }
   copy_out_state(*apply_, apply_state_out_);
   ++step_;
-  micro_ = 0;
 }
 
 void Session::set_accumulation(int64_t n) {
@@ -250,6 +406,13 @@ const Tensor& Session::grad(const std::string& name) const {
 }
 
 void Session::set_profiling(bool on) { train_->set_profiling(on); }
+
+size_t Session::memory_bytes() const {
+  size_t n = state_bytes_ + grads_bytes_;
+  for (const Executor* ex : {train_.get(), eval_.get(), grad_.get(), apply_.get()})
+    if (ex) n += ex->arena_bytes();
+  return n;
+}
 
 // New state goes back into the state buffers (outputs written in place are
 // skipped). A new value may *be* another state's old buffer (after
@@ -307,6 +470,7 @@ void Session::save_checkpoint(const std::string& path,
   meta["model"] = program().name;
   meta["step"] = std::to_string(step_);
   meta["seed"] = std::to_string(seed_);
+  meta["nonfinite_skips"] = std::to_string(skipped_);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", lr_);
   meta["lr"] = buf;
@@ -352,20 +516,26 @@ std::map<std::string, std::string> Session::load_checkpoint(const std::string& p
     if (m == ck.metadata.end()) fail(path + ": checkpoint metadata lacks '" + k + "'");
     return m->second;
   };
-  int64_t step, seed;
+  int64_t step, seed, skipped = 0;
   double lr;
   try {
-    step = std::stoll(num("step"));
-    seed = std::stoll(num("seed"));
+    step = parse_int(num("step"));
+    seed = parse_int(num("seed"));
     lr = std::stod(num("lr"));
+    if (ck.metadata.count("nonfinite_skips")) skipped = parse_int(ck.metadata["nonfinite_skips"]);
   } catch (const std::logic_error&) {
-    fail(path + ": checkpoint metadata has a malformed step, seed or lr");
+    fail(path + ": checkpoint metadata has a malformed step, seed, lr or nonfinite_skips");
   }
+  if (step < 0 || skipped < 0 || skipped > step)
+    fail(path + ": checkpoint metadata has a negative step or more skipped steps than steps");
   for (const auto& n : names_) set_state(n, ck.find(n)->view);
   micro_ = 0;
+  skip_pending_ = false;
   step_ = step;
   seed_ = seed;
   lr_ = lr;
+  skipped_ = skipped;
+  last_skipped_ = false;
   return ck.metadata;
 }
 

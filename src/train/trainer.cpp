@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "data/batcher.h"
 #include "data/prefetcher.h"
+#include "io/safetensors.h"
 #include "ir/program.h"
+#include "train/checkpoints.h"
 
 namespace ts {
 
@@ -70,29 +74,128 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   return r;
 }
 
-void train(Session& s, const Dataset& train_set, const Dataset& test_set,
-           const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch) {
-  int64_t first_epoch = 0;
+ResumePoint read_resume_point(const std::map<std::string, std::string>& meta,
+                              const std::string& path) {
+  auto get = [&](const char* k) -> const std::string& {
+    auto it = meta.find(k);
+    if (it == meta.end()) fail(path + ": checkpoint metadata lacks '" + k + "'");
+    return it->second;
+  };
+  auto opt = [&](const char* k, const char* dflt) {
+    auto it = meta.find(k);
+    return it == meta.end() ? std::string(dflt) : it->second;
+  };
+  auto whole = [&](const std::string& v, auto parse) {
+    size_t pos = 0;
+    auto r = parse(v, &pos);
+    if (pos != v.size()) throw std::invalid_argument(v);
+    return r;
+  };
+  auto to_int = [&](const std::string& v) {
+    return whole(v, [](const std::string& x, size_t* p) { return std::stoll(x, p); });
+  };
+  auto to_double = [&](const std::string& v) {
+    return whole(v, [](const std::string& x, size_t* p) { return std::stod(x, p); });
+  };
+  ResumePoint r;
+  try {
+    r.epoch = to_int(get("epoch"));
+    r.batch = to_int(opt("data_position", "0"));  // absent before mid-epoch checkpoints
+    r.base_lr = to_double(get("base_lr"));
+    r.epoch_loss_sum = to_double(opt("epoch_loss_sum", "0"));
+    r.epoch_loss_count = to_int(opt("epoch_loss_count", "0"));
+  } catch (const std::logic_error&) {
+    fail(path + ": checkpoint metadata has a malformed epoch, data_position, base_lr or epoch loss");
+  }
+  if (r.epoch < 0 || r.batch < 0 || r.epoch_loss_count < 0 || r.epoch_loss_count > r.batch)
+    fail(path + ": checkpoint metadata has a negative epoch or data position");
+  if (!std::isfinite(r.base_lr)) fail(path + ": checkpoint metadata has a non-finite base_lr");
+  r.lr_schedule = get("lr_schedule");
+  try {
+    LrSchedule::parse(r.lr_schedule);
+  } catch (const Error& e) {
+    fail(path + ": checkpoint has a bad LR schedule: " + e.what());
+  }
+  // Checkpoints from before per-step schedules have no unit: they were per epoch.
+  r.lr_schedule_unit = opt("lr_schedule_unit", "epoch");
+  if (r.lr_schedule_unit != "epoch" && r.lr_schedule_unit != "step")
+    fail(path + ": checkpoint has a bad LR schedule unit '" + r.lr_schedule_unit + "'");
+  return r;
+}
+
+namespace {
+
+// Progress through the data, ordered as a run makes it.
+struct Position {
+  int64_t step = 0, epoch = 0, batch = 0;
+  bool operator<(const Position& o) const {
+    return std::tie(step, epoch, batch) < std::tie(o.step, o.epoch, o.batch);
+  }
+};
+
+// --resume auto: the newest checkpoint (step files of `dir`, and `save`)
+// that loads and resumes cleanly; a bad one is skipped with a warning.
+// Returns "" (session untouched) when there is none.
+std::string resume_auto(Session& s, const std::string& dir, const std::string& save,
+                        ResumePoint& rp) {
+  std::vector<std::pair<Position, std::string>> found;
+  std::vector<std::string> paths = list_checkpoints(dir);
+  if (!save.empty() && ::access(save.c_str(), F_OK) == 0) paths.push_back(save);
+  for (const auto& p : paths) {
+    try {
+      auto meta = read_safetensors_metadata(p);
+      ResumePoint r = read_resume_point(meta, p);
+      found.push_back({{std::stoll(meta.at("step")), r.epoch, r.batch}, p});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: skipping checkpoint %s: %s\n", p.c_str(), e.what());
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return b.first < a.first; });
+  for (const auto& [pos, p] : found) {
+    try {
+      rp = read_resume_point(s.load_checkpoint(p), p);  // checks everything before changing state
+      return p;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "warning: skipping checkpoint %s: %s\n", p.c_str(), e.what());
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
+                  const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch) {
+  TrainResult result;
   double base_lr = o.lr >= 0 ? o.lr : s.lr();
   std::string schedule_spec = o.lr_schedule;
   std::string unit = o.lr_schedule_unit;
   int64_t seed = o.seed;
-  if (!o.resume.empty()) {
-    auto meta = s.load_checkpoint(o.resume);
-    auto get = [&](const char* k) {
-      auto it = meta.find(k);
-      if (it == meta.end()) fail(o.resume + ": checkpoint metadata lacks '" + k + "'");
-      return it->second;
-    };
-    try {
-      first_epoch = std::stoll(get("epoch"));
-      if (o.lr < 0) base_lr = std::stod(get("base_lr"));
-    } catch (const std::logic_error&) {
-      fail(o.resume + ": checkpoint metadata has a malformed epoch or base_lr");
-    }
-    if (schedule_spec.empty()) schedule_spec = get("lr_schedule");
-    // Checkpoints from before per-step schedules have no unit: they were per epoch.
-    if (unit.empty()) unit = meta.count("lr_schedule_unit") ? meta["lr_schedule_unit"] : "epoch";
+  const std::string dir =
+      !o.checkpoint_dir.empty() ? o.checkpoint_dir : o.save.empty() ? "" : default_checkpoint_dir(o.save);
+  if (o.checkpoint_every < 0) fail("--checkpoint-every must be >= 0");
+  if (o.checkpoint_every > 0 && dir.empty())
+    fail("--checkpoint-every needs a place for checkpoints: --save or --checkpoint-dir");
+  if (o.keep < 1) fail("--keep must be at least 1");
+
+  ResumePoint rp;
+  const bool auto_resume = o.resume == "auto";
+  if (auto_resume) {
+    if (dir.empty()) fail("--resume auto needs --save or --checkpoint-dir to look in");
+    result.resumed_from = resume_auto(s, dir, o.save, rp);
+    if (o.progress)
+      std::fprintf(stderr, result.resumed_from.empty()
+                               ? "no checkpoint in %s: starting from the initial state\n"
+                               : "resuming from %s\n",
+                   result.resumed_from.empty() ? dir.c_str() : result.resumed_from.c_str());
+  } else if (!o.resume.empty()) {
+    rp = read_resume_point(s.load_checkpoint(o.resume), o.resume);
+    result.resumed_from = o.resume;
+  }
+  if (!result.resumed_from.empty()) {
+    if (o.lr < 0) base_lr = rp.base_lr;
+    if (schedule_spec.empty()) schedule_spec = rp.lr_schedule;
+    if (unit.empty()) unit = rp.lr_schedule_unit;
     seed = s.seed();
   }
   s.set_seed(seed);
@@ -123,7 +226,40 @@ void train(Session& s, const Dataset& train_set, const Dataset& test_set,
   }
   const bool tty = isatty(fileno(stderr));
 
-  for (int64_t e = first_epoch; e < first_epoch + o.epochs; ++e) {
+  const int64_t last_epoch = auto_resume ? o.epochs : rp.epoch + o.epochs;
+  double loss_sum = rp.epoch_loss_sum;
+  int64_t loss_count = rp.epoch_loss_count;
+  Position written{-1, -1, -1};  // the last checkpoint written
+  auto meta = [&](int64_t epochs_done, int64_t batch) -> std::map<std::string, std::string> {
+    return {{"epoch", std::to_string(epochs_done)},
+            {"data_position", std::to_string(batch)},
+            {"base_lr", fmt("%.17g", base_lr)},
+            {"lr_schedule", sched.spec()},
+            {"lr_schedule_unit", unit},
+            {"epoch_loss_sum", fmt("%.17g", batch ? loss_sum : 0.0)},
+            {"epoch_loss_count", std::to_string(batch ? loss_count : 0)}};
+  };
+  auto checkpoint = [&](int64_t epochs_done, int64_t batch) -> std::string {
+    if (dir.empty()) return "";
+    const std::string path = checkpoint_path(dir, s.step());
+    const Position here{s.step(), epochs_done, batch};
+    if (!(here < written) && !(written < here)) return path;  // already written
+    make_checkpoint_dir(dir);
+    s.save_checkpoint(path, meta(epochs_done, batch));
+    prune_checkpoints(dir, o.keep);
+    written = here;
+    return path;
+  };
+  auto stop_requested = [&] { return o.stop && o.stop->load() != 0; };
+  auto stop = [&](int64_t epochs_done, int64_t batch) {
+    result.stopped_by = o.stop->load();
+    result.checkpoint = checkpoint(epochs_done, batch);
+    result.epochs_done = epochs_done;
+    result.skipped_steps = s.skipped_steps();
+    return result;
+  };
+
+  for (int64_t e = rp.epoch; e < last_epoch; ++e) {
     EpochReport rep;
     rep.epoch = e + 1;
     if (per_step) {
@@ -134,48 +270,62 @@ void train(Session& s, const Dataset& train_set, const Dataset& test_set,
     }
     s.set_lr(rep.lr);
     data.shuffle(static_cast<uint64_t>(seed), e);
-    pf->start(0, nb);
+    const int64_t first = e == rp.epoch ? std::min(rp.batch, nb) : 0;
+    if (first % accum != 0)
+      fail(result.resumed_from + ": the checkpoint is " + std::to_string(first) +
+           " batches into an epoch, inside an optimizer step of --accumulate " +
+           std::to_string(accum));
+    if (first < nb) pf->start(first, nb - first);
     auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = first; b < nb; ++b) {
       pf->next();
       if (per_step) {
         cursor.advance_to(s.step());
         s.set_lr(cursor.lr());
       }
       float loss;
-      if (accum == 1) {
-        loss = s.train_step({pf->x().view}, pf->y().view);
-      } else {
-        loss = s.grad_step({pf->x().view}, pf->y().view);
-        if ((b + 1) % accum == 0) s.apply_grads();
+      const bool step_done = accum == 1 || (b + 1) % accum == 0;
+      try {
+        if (accum == 1) {
+          loss = s.train_step({pf->x().view}, pf->y().view);
+        } else {
+          loss = s.grad_step({pf->x().view}, pf->y().view);
+          if (step_done) s.apply_grads();
+        }
+      } catch (const Error& ex) {
+        fail("epoch " + std::to_string(e + 1) + ", " + ex.what());
       }
-      if (!std::isfinite(loss))
-        fail("epoch " + std::to_string(e + 1) + ", step " +
-             std::to_string(s.step() - (accum == 1 || (b + 1) % accum == 0)) +
-             ": the loss is not finite (" + fmt("%g", loss) + ")");
-      loss_sum += loss;
+      if (std::isfinite(loss)) {  // a skipped step's loss may not be
+        loss_sum += loss;
+        ++loss_count;
+      }
       const int64_t every = tty ? 20 : std::max<int64_t>(1, nb / 10);
       if (o.progress && ((b + 1) % every == 0 || b + 1 == nb)) {
         std::fprintf(stderr, "%sepoch %lld [%lld/%lld] loss %.4f%s", tty ? "\r" : "",
                      (long long)(e + 1), (long long)((b + 1) * s.batch_size()),
-                     (long long)(nb * s.batch_size()), loss_sum / (b + 1), tty ? "" : "\n");
+                     (long long)(nb * s.batch_size()), loss_count ? loss_sum / loss_count : 0.0,
+                     tty ? "" : "\n");
         std::fflush(stderr);
       }
+      if (!step_done) continue;  // checkpoints and stops fall between optimizer steps
+      if (o.checkpoint_every > 0 && s.step() % o.checkpoint_every == 0) checkpoint(e, b + 1);
+      if (stop_requested()) return stop(e, b + 1);
     }
     if (o.progress && tty) std::fprintf(stderr, "\n");
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rep.train_loss = loss_sum / nb;
-    rep.samples_per_s = nb * s.batch_size() / rep.seconds;
+    rep.train_loss = loss_count ? loss_sum / loss_count : NAN;  // every step skipped
+    rep.samples_per_s = (nb - first) * s.batch_size() / std::max(rep.seconds, 1e-9);
+    rep.skipped = s.skipped_steps();
     rep.test = evaluate(s, test_set);
-    if (!o.save.empty())
-      s.save_checkpoint(o.save, {{"epoch", std::to_string(e + 1)},
-                                 {"base_lr", fmt("%.17g", base_lr)},
-                                 {"lr_schedule", sched.spec()},
-                                 {"lr_schedule_unit", unit},
-                                 {"data_position", "0"}});
+    loss_sum = 0;
+    loss_count = 0;
+    if (!o.save.empty()) s.save_checkpoint(o.save, meta(e + 1, 0));
     on_epoch(rep);
+    if (stop_requested()) return stop(e + 1, 0);
   }
+  result.epochs_done = std::max(last_epoch, rp.epoch);
+  result.skipped_steps = s.skipped_steps();
+  return result;
 }
 
 }  // namespace ts

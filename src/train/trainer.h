@@ -6,8 +6,19 @@
 // last partial batch of each epoch (the shuffle changes which samples that
 // is); evaluation pads the last batch and masks the padding, so every test
 // sample counts.
+//
+// Crash safety: with checkpoint_every, a checkpoint is written atomically
+// every N global steps into the checkpoint folder (train/checkpoints.h),
+// keeping the newest `keep`. A checkpoint holds the state, the step (RNG
+// offset), the seed, the LR schedule and the data position (epochs done,
+// batches done in the current epoch), so a run resumed from it continues
+// with the same shuffled order at the same batch and is bit-identical to an
+// uninterrupted one (same thread count). resume = "auto" loads the newest
+// valid checkpoint of the folder or --save, skipping corrupt ones.
 #pragma once
+#include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "data/dataset.h"
@@ -17,7 +28,10 @@
 namespace ts {
 
 struct TrainOptions {
-  int64_t epochs = 1;             // epochs to run in this call
+  // Epochs to run in this call; after an explicit resume, more epochs (a
+  // partly done epoch counts as one). With resume = "auto" the run's total,
+  // so re-running the same command after a crash finishes the same run.
+  int64_t epochs = 1;
   double lr = -1;                 // base LR; < 0: the artifact's (or checkpoint's)
   std::string lr_schedule;        // see LrSchedule; empty: checkpoint's or constant
   // "epoch": step the schedule once per epoch (index = epoch); "step": once
@@ -31,9 +45,36 @@ struct TrainOptions {
   // then equals one step on a batch this many times larger.
   int64_t accumulate = 1;
   std::string save;               // checkpoint after every epoch
-  std::string resume;             // checkpoint to start from
+  std::string resume;             // checkpoint to start from, or "auto"
+  int64_t checkpoint_every = 0;   // > 0: a checkpoint every N global steps
+  std::string checkpoint_dir;     // empty: default_checkpoint_dir(save) if save is set
+  int keep = 3;                   // periodic checkpoints kept
+  // Polled after every step: when non-zero (a signal number), the loop
+  // writes a checkpoint and returns with TrainResult::stopped_by set.
+  const std::atomic<int>* stop = nullptr;
   bool progress = true;
 };
+
+struct TrainResult {
+  int stopped_by = 0;         // the *stop value that ended the run early; 0: ran to the end
+  std::string checkpoint;     // written on stop ("" when there is no folder or --save)
+  std::string resumed_from;   // the checkpoint loaded, "" for a fresh start
+  int64_t epochs_done = 0;    // total, counting epochs before a resume
+  int64_t skipped_steps = 0;  // non-finite steps dropped (NonFinite::Skip), in total
+};
+
+// Where a run continues, from a checkpoint's metadata (docs/format.md).
+struct ResumePoint {
+  int64_t epoch = 0;   // epochs done
+  int64_t batch = 0;   // batches done in the current epoch
+  double base_lr = 0;
+  std::string lr_schedule, lr_schedule_unit;
+  double epoch_loss_sum = 0;  // the current epoch's losses so far, for its report
+  int64_t epoch_loss_count = 0;
+};
+// Throws ts::Error naming `path` when a field is missing or malformed.
+ResumePoint read_resume_point(const std::map<std::string, std::string>& meta,
+                              const std::string& path);
 
 struct EvalResult {
   double loss = 0;      // mean per-sample loss
@@ -46,13 +87,15 @@ struct EvalResult {
 struct EpochReport {
   int64_t epoch = 0;  // 1-based, counting epochs before a resume
   double lr = 0, train_loss = 0, samples_per_s = 0, seconds = 0;
+  int64_t skipped = 0;  // non-finite steps dropped so far in the run (NonFinite::Skip)
   EvalResult test;
 };
 
 // Every test sample counts: the last batch is padded and masked.
 EvalResult evaluate(Session& s, const Dataset& test);
 
-void train(Session& s, const Dataset& train_set, const Dataset& test_set,
-           const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch);
+// Progress and notes (resume, skipped checkpoints) go to stderr.
+TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
+                  const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch);
 
 }  // namespace ts
