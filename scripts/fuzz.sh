@@ -37,7 +37,7 @@ for t in "${TARGETS[@]}"; do
         -artifact_prefix="$findings/")
   case $t in
     program) args+=(-dict="$DICT" -max_len=65536) ;;
-    ir_text) args+=(-dict="$DICT" -max_len=4096) ;;
+    ir_text) args+=(-dict="$DICT" -max_len=32768) ;;
     *) args+=(-max_len=4096) ;;
   esac
   log="$BUILD/fuzz-$t.log"

@@ -115,17 +115,17 @@ IdxArray read_idx(const std::string& path) {
            " GiB of data");
   }
 
-  // Grow the buffer as data actually arrives, so a lying header in a tiny
-  // gzip file cannot force a huge allocation up front.
-  const size_t step = 16u << 20;
-  size_t have = 0;
-  while (have < total) {
-    size_t next = std::min<size_t>(total, have + step);
-    a.data.resize(next);
-    size_t r = in.read(a.data.data() + have, next - have);
-    have += r;
-    if (have < next) break;
+  // Grow the buffer as data actually arrives (through a small chunk), so a
+  // lying header in a tiny file cannot force a large allocation up front.
+  std::vector<uint8_t> chunk(std::min<uint64_t>(total, 1u << 16));
+  a.data.reserve(std::min<uint64_t>(total, 1u << 20));
+  while (a.data.size() < total) {
+    const size_t want = std::min<uint64_t>(chunk.size(), total - a.data.size());
+    const size_t r = in.read(chunk.data(), want);
+    a.data.insert(a.data.end(), chunk.data(), chunk.data() + r);
+    if (r < want) break;
   }
+  const uint64_t have = a.data.size();
   if (have < total) {
     in.check_complete();
     fail(path + ": truncated: header declares " + std::to_string(total) + " bytes of data, file has " +

@@ -58,6 +58,11 @@ double read_as_double(const void* p, DType t);
 int64_t read_as_int(const void* p, DType t);
 // Stores a scalar given as double / int64 in dtype t (ints from `i` exactly).
 void store_scalar(void* dst, DType t, double d, int64_t i);
+// A float attribute as an int64 for an integer kernel: truncated, or 0 when
+// out of int64's range or NaN (where the C++ conversion is undefined).
+inline int64_t int_of_float(double d) {
+  return d > -0x1p63 && d < 0x1p63 ? static_cast<int64_t>(d) : 0;
+}
 
 // Fills n elements of dst with one element value (any dtype, by size).
 void fill_bytes(void* dst, const void* elem, size_t esize, int64_t n);

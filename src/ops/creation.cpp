@@ -17,13 +17,13 @@ struct Scalar {
 
 Scalar scalar_attr(const NodeCtx& ctx, const std::string& key) {
   Scalar s;
+  s.d = ctx.attr_float(key);  // fails, naming the node, when absent or not a number
   const json& v = ctx.attrs().at(key);
-  s.d = ctx.attr_float(key);
   if (v.is_boolean() || v.is_number_integer()) {
     s.i = ctx.attr_int(key);
     s.natural = v.is_boolean() ? DType::Bool : DType::I64;
   } else {
-    s.i = std::isfinite(s.d) ? static_cast<int64_t>(s.d) : 0;
+    s.i = int_of_float(s.d);
     s.natural = DType::F32;
   }
   return s;

@@ -228,7 +228,7 @@ std::unique_ptr<Kernel> bin_make(const KernelCtx& kc) {
     double d = ctx.attr_float(key);
     int64_t i = ctx.attrs().at(key).is_number_integer() || ctx.attrs().at(key).is_boolean()
                     ? ctx.attr_int(key)
-                    : static_cast<int64_t>(d);
+                    : int_of_float(d);
     store_scalar(k->other, k->ct, d, i);
     if (OP == Bin::Pow && dtype_is_float(k->ct) && k->plan.flat[0]) {
       k->scalar_pow = true;
@@ -240,7 +240,7 @@ std::unique_ptr<Kernel> bin_make(const KernelCtx& kc) {
   if (ctx.has_attr("alpha")) {
     k->alpha = ctx.attr_float("alpha");
     k->alpha_i = ctx.attrs().at("alpha").is_number_integer() ? ctx.attr_int("alpha")
-                                                               : static_cast<int64_t>(k->alpha);
+                                                               : int_of_float(k->alpha);
   }
   if (k->out_dt != k->res_dt)
     k->out_scratch = Buffer(static_cast<size_t>(shape_numel(out_shape)) * dtype_size(k->res_dt));
@@ -263,7 +263,7 @@ std::unique_ptr<TileOp> bin_tile(const NodeCtx& ctx) {
     double d = ctx.attr_float(key);
     int64_t i = ctx.attrs().at(key).is_number_integer() || ctx.attrs().at(key).is_boolean()
                     ? ctx.attr_int(key)
-                    : static_cast<int64_t>(d);
+                    : int_of_float(d);
     alignas(16) unsigned char v[16] = {};
     store_scalar(v, ct, d, i);
     cast_buffer(v, ct, &other, DType::F32, 1);

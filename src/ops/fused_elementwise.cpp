@@ -43,7 +43,7 @@ struct Group {
   Shape shape;
 };
 
-Group parse_group(const NodeCtx& ctx) {
+Group parse_group_attrs(const NodeCtx& ctx) {
   const json& ms = ctx.attrs().at("members");
   if (!ms.is_array() || ms.empty()) ctx.fail("attr members must be a non-empty list");
   Group g;
@@ -117,6 +117,16 @@ Group parse_group(const NodeCtx& ctx) {
     g.outputs.push_back(j);
   }
   return g;
+}
+
+// The members/outputs attributes are JSON read with nlohmann's checked
+// accessors: a malformed one (missing key, wrong type) becomes a node error.
+Group parse_group(const NodeCtx& ctx) {
+  try {
+    return parse_group_attrs(ctx);
+  } catch (const json::exception& e) {
+    ctx.fail(std::string("malformed members/outputs attribute: ") + e.what());
+  }
 }
 
 std::vector<TensorType> fused_infer(const NodeCtx& ctx) {

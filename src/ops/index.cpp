@@ -200,7 +200,7 @@ std::unique_ptr<Kernel> scatter_make(const KernelCtx& kc) {
   if (OP == Sc::Value) {
     k->value = ctx.attr_float("value");
     k->value_i = ctx.attrs().at("value").is_number_integer() ? ctx.attr_int("value")
-                                                              : static_cast<int64_t>(k->value);
+                                                              : int_of_float(k->value);
   }
   return k;
 }

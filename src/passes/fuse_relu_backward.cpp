@@ -34,7 +34,7 @@ struct Rewriter {
     if (fwd.op != "aten.max_pool2d_with_indices.default" || fwd.inputs[0] != x ||
         fwd.attrs != pb.attrs || !only_reader(idx, gi))
       return false;
-    const TensorType& xt = f.value_types[x];
+    const TensorType xt = f.value_types[x];  // a copy: add_value below grows value_types
     const NodeCtx ctx = node_ctx(f, fwd);
     if (!pool_detail::windows_tile(ctx, xt)) return false;
     int64_t kh, kw;

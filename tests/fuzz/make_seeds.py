@@ -2,10 +2,13 @@
 valid inputs the fuzzers mutate. Run from the repo root:
     /usr/bin/python3 tests/fuzz/make_seeds.py [ARTIFACT.tstep]
 ARTIFACT (e.g. an export of examples/mnist/spec.py) adds its program JSON,
-which holds every op of the MNIST step, to the program seeds."""
+which holds every op of the MNIST step, to the program seeds, and its steps
+as IR text before and after the compiler's passes (`build/trainstep inspect
+--ir`, fused ops included) to the ir_text seeds."""
 import gzip
 import json
 import os
+import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -69,6 +72,12 @@ if len(sys.argv) > 1:
     ev = dict(prog, functions={"train_step": prog["functions"]["eval_step"],
                                "eval_step": prog["functions"]["eval_step"]})
     put("program", "mnist_eval_only.json", json.dumps(ev, separators=(",", ":")))
+    bin_ = os.environ.get("TRAINSTEP_BIN", os.path.join(ROOT, "build", "trainstep"))
+    for fn, flags, name in (("eval_step", [], "mnist_eval.txt"),
+                            ("eval_step", ["--no-fusion", "--no-inplace", "--no-cleanup"],
+                             "mnist_eval_plain.txt"),
+                            ("train_step", [], "mnist_train.txt")):
+        put("ir_text", name, subprocess.check_output([bin_, "inspect", sys.argv[1], "--ir", fn, *flags]))
 
 # IR text (src/ir/text.h), in the forms the pass tests use.
 put("ir_text", "elementwise.txt",

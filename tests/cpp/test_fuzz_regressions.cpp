@@ -1,0 +1,49 @@
+// One test per fuzzing finding (make fuzz; inputs kept under
+// tests/fuzz/regressions/TARGET/ and replayed by FuzzCorpus): the crashing
+// input, reduced, now gets a ts::Error that names the problem.
+#include <gtest/gtest.h>
+
+#include "ir/text.h"
+#include "test_util.h"
+
+using ts_test::error_of;
+
+namespace {
+
+// A function over %x: float32[2] returning %y, with `body` in between.
+std::string fn(const std::string& body) {
+  return "func f(%x: float32[2] {role=input}) {\n" + body + "  return %y {role=output}\n}\n";
+}
+
+}  // namespace
+
+// ir_text: a trainstep.constant without "value" threw nlohmann's
+// out_of_range from the creation op's attribute reader (an "internal error").
+TEST(FuzzRegressions, ConstantWithoutValue) {
+  EXPECT_EQ(error_of([] {
+              ts::parse_function(fn("  %c = trainstep.constant() {\"dtype\":\"int64\",\"valre\":1}\n"
+                                    "  %y = aten.add.Tensor(%x, %c)\n"));
+            }),
+            "ir text line 2: node 'c' (trainstep.constant): missing attribute 'value'");
+}
+
+// ir_text: trainstep.fused_elementwise read its members/outputs attributes
+// with nlohmann's throwing accessors; a missing or mistyped key escaped as
+// nlohmann's exception.
+TEST(FuzzRegressions, FusedGroupWithMalformedAttributes) {
+  const std::string relu = R"({"op":"aten.relu.default","args":[["in",0]],"attrs":{}})";
+  for (const std::string& attrs : std::vector<std::string>{
+           R"({"members":[)" + relu + "]}",                                          // no outputs
+           R"({"members":[{"op":"aten.relu.default","args":[["in","0"]],"attrs":{}}],"outputs":[0]})",
+           R"({"members":[{"op":"aten.relu.default","args":[["in",0]]}],"outputs":[0]})",  // no attrs
+           R"({"members":[)" + relu + R"(],"outputs":["0"]})"}) {
+    std::string e = error_of([&] {
+      ts::parse_function(fn("  %y = trainstep.fused_elementwise(%x) " + attrs + "\n"));
+    });
+    EXPECT_EQ(e.rfind("ir text line 2: node 'y' (trainstep.fused_elementwise): malformed "
+                      "members/outputs attribute: [json.exception.",
+                      0),
+              0u)
+        << attrs << "\n" << e;
+  }
+}
