@@ -1,6 +1,8 @@
 // 2-D convolution forward and backward on oneDNN. Primitives pick their own
-// (blocked) layouts via format_tag::any; plain NCHW/OIHW tensors at the kernel
-// boundary are reordered in and out through buffers owned by the kernel.
+// (blocked) layouts via format_tag::any; tensors at the kernel boundary are
+// NCHW/OIHW, or for activations the blocked layout the plan_layouts pass
+// chose (ops/layout.h), and are reordered in and out through buffers owned
+// by the kernel only where the primitive wants another layout.
 // trainstep.conv2d_relu (made by the fuse_conv_relu pass) is the forward with
 // an eltwise_relu post-op; it shares the convolution's schema and checks.
 // That post-op turns NaN into 0, so a step whose inputs could produce a NaN
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "ops/dnnl_util.h"
+#include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
 
@@ -69,21 +72,37 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
   return g;
 }
 
+tag layout_tag(Layout l) {
+  switch (l) {
+    case Layout::Blocked8: return tag::nChw8c;
+    case Layout::Blocked16: return tag::nChw16c;
+    default: return tag::nchw;
+  }
+}
+
+// The layouts of the activation ports as stored in the arena: src (forward
+// input 0, backward input 1), dst (forward output 0, backward grad_output)
+// and dsrc (backward grad_input).
+struct ConvLayouts {
+  Layout src = Layout::Plain, dst = Layout::Plain, dsrc = Layout::Plain;
+};
+
 // Memory descriptors and geometry in oneDNN terms (dilation counts from 0).
 struct ConvMds {
-  memory::desc src, wei, bias, dst;          // plain
+  memory::desc src, wei, bias, dst, dsrc;    // as stored (ConvLayouts)
   memory::desc src_any, wei_any, dst_any;    // let the primitive choose
   memory::dims strides, dil, pad;
 };
 
-ConvMds conv_mds(const ConvGeom& g) {
+ConvMds conv_mds(const ConvGeom& g, const ConvLayouts& l = {}) {
   ConvMds m;
   memory::dims src{g.N, g.C, g.H, g.W}, dst{g.N, g.O, g.OH, g.OW};
   // OIHW with groups is the same bytes as GOIHW with O split into (G, O/G).
   memory::dims wei = g.G == 1 ? memory::dims{g.O, g.C, g.KH, g.KW}
                               : memory::dims{g.G, g.O / g.G, g.C / g.G, g.KH, g.KW};
-  m.src = memory::desc(src, f32, tag::nchw);
-  m.dst = memory::desc(dst, f32, tag::nchw);
+  m.src = memory::desc(src, f32, layout_tag(l.src));
+  m.dst = memory::desc(dst, f32, layout_tag(l.dst));
+  m.dsrc = memory::desc(src, f32, layout_tag(l.dsrc));
   m.wei = memory::desc(wei, f32, g.G == 1 ? tag::oihw : tag::goihw);
   m.bias = memory::desc({g.O}, f32, tag::x);
   m.src_any = memory::desc(src, f32, tag::any);
@@ -157,8 +176,9 @@ float bits_float(uint32_t b) {
 
 class ConvFwdKernel : public Kernel {
  public:
-  ConvFwdKernel(const ConvGeom& g, bool bias, bool relu) : bias_(bias), relu_(relu) {
-    ConvMds m = conv_mds(g);
+  ConvFwdKernel(const ConvGeom& g, const ConvLayouts& l, bool bias, bool relu)
+      : bias_(bias), relu_(relu) {
+    ConvMds m = conv_mds(g, l);
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (relu) {
       dnnl::post_ops po;
@@ -251,13 +271,20 @@ std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
     if (b.dtype != DType::F32 || b.shape != Shape{g.O})
       ctx.fail("bias must be float32[" + std::to_string(g.O) + "], got " + b.str());
   }
-  return {{DType::F32, {g.N, g.O, g.OH, g.OW}}};
+  TensorType y{DType::F32, {g.N, g.O, g.OH, g.OW}};
+  check_layout_ports(ctx, {0}, {0});
+  port_layout(ctx, false, 0, ctx.input(0));
+  port_layout(ctx, true, 0, y);
+  return {y};
 }
 
 template <bool Relu>
 std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
   try {
-    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2), Relu);
+    ConvLayouts l;
+    l.src = port_layout(k.node, false, 0, k.node.input(0));
+    l.dst = port_layout(k.node, true, 0, k.outputs[0]);
+    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), l, k.node.has_input(2), Relu);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution: ") + e.what());
   }
@@ -271,13 +298,14 @@ std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
 // x's mask into bits the kernel owns, grad_input, the mask.
 class ConvBwdKernel : public Kernel {
  public:
-  ConvBwdKernel(const ConvGeom& g, bool want_in, bool want_w, bool want_b, bool relu_mask = false)
+  ConvBwdKernel(const ConvGeom& g, const ConvLayouts& l, bool want_in, bool want_w, bool want_b,
+                bool relu_mask)
       : relu_mask_(relu_mask) {
     if (relu_mask) {
       n_in_ = g.N * g.C * g.H * g.W;
       mask_.assign((n_in_ + 63) / 64, 0);
     }
-    ConvMds m = conv_mds(g);
+    ConvMds m = conv_mds(g, l);
     auto attr = user_scratchpad_attr();
     auto hint = fwd_pd(m, want_b, attr);
     auto a = dnnl::algorithm::convolution_direct;
@@ -287,7 +315,7 @@ class ConvBwdKernel : public Kernel {
       dnnl::convolution_backward_data::primitive_desc pd(d, attr, cpu_engine(), hint);
       dd_data_ = Port(m.dst, pd.diff_dst_desc(), true);
       wei_ = Port(m.wei, pd.weights_desc(), true);
-      dsrc_ = Port(m.src, pd.diff_src_desc(), false);
+      dsrc_ = Port(m.dsrc, pd.diff_src_desc(), false);
       data_.prim = dnnl::convolution_backward_data(pd);
       data_.bind(DNNL_ARG_DIFF_DST, dd_data_.inner);
       data_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
@@ -401,12 +429,20 @@ std::vector<TensorType> infer_conv_bwd(const NodeCtx& ctx) {
   Shape want{g.N, g.O, g.OH, g.OW};
   if (go.dtype != DType::F32 || go.shape != want)
     ctx.fail("grad_output must be float32" + shape_str(want) + ", got " + go.str());
+  check_layout_ports(ctx, {0, 1}, {0});
+  port_layout(ctx, false, 0, go);
+  port_layout(ctx, false, 1, ctx.input(1));
+  port_layout(ctx, true, 0, ctx.input(1));
   return {ctx.input(1), ctx.input(2), {DType::F32, {g.O}}};
 }
 
 std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
   std::vector<TensorType> t = infer_conv_bwd(ctx);
   if (!output_mask(ctx)[0]) ctx.fail("output_mask[0] (grad_input) must be true");
+  // The mask is taken from x and applied to grad_input element by element.
+  if (port_layout(ctx, false, 1, t[0]) != port_layout(ctx, true, 0, t[0]))
+    ctx.fail("input 1 (x) and output 0 (grad_input) must have one layout: the relu mask is "
+             "applied element by element");
   return t;
 }
 
@@ -414,7 +450,11 @@ template <bool RELU>
 std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
   std::vector<bool> m = output_mask(k.node);
   try {
-    return std::make_unique<ConvBwdKernel>(conv_geom(k.node, 1, 2), m[0], m[1], m[2], RELU);
+    ConvLayouts l;
+    l.dst = port_layout(k.node, false, 0, k.node.input(0));
+    l.src = port_layout(k.node, false, 1, k.node.input(1));
+    l.dsrc = port_layout(k.node, true, 0, k.node.input(1));
+    return std::make_unique<ConvBwdKernel>(conv_geom(k.node, 1, 2), l, m[0], m[1], m[2], RELU);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution backward: ") + e.what());
   }
@@ -425,7 +465,8 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
 void register_conv_ops(OpRegistry& r) {
   r.add({"aten.convolution.default",
          "2-D convolution (oneDNN), float32 NCHW input, OIHW weight, optional bias; stride/"
-         "padding/dilation/groups; transposed=false only",
+         "padding/dilation/groups; transposed=false only; input/output may be channel-blocked "
+         "(in_layouts/out_layouts, set by the plan_layouts pass)",
          infer_conv, make_conv<false>});
   r.add({"trainstep.conv2d_relu",
          "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and attrs as "
@@ -434,7 +475,8 @@ void register_conv_ops(OpRegistry& r) {
          infer_conv, make_conv<true>});
   r.add({"aten.convolution_backward.default",
          "Gradients of 2-D convolution (oneDNN) w.r.t. input, weight and bias per output_mask; "
-         "float32, transposed=false only",
+         "float32, transposed=false only; grad_output, input and grad_input may be "
+         "channel-blocked (plan_layouts)",
          infer_conv_bwd, make_conv_bwd<false>});
   OpDef relu_bwd{"trainstep.conv_backward_relu",
                  "aten.convolution_backward whose grad_input is also masked by the relu that "

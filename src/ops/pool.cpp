@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
 #include "ops/pool.h"
@@ -134,19 +135,27 @@ PoolGeom tiled_geom(const NodeCtx& ctx, const TensorType& x) {
   return g;
 }
 
+// The input may be channel-blocked (plan_layouts, after a convolution);
+// values and codes are always plain (N, C, OH, OW).
 std::vector<TensorType> infer_code_fwd(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
   PoolGeom g = tiled_geom(ctx, ctx.input(0));
+  check_layout_ports(ctx, {0}, {});
+  port_layout(ctx, false, 0, ctx.input(0));
   return {{DType::F32, g.out_shape}, {DType::U8, g.out_shape}};
 }
 
 std::unique_ptr<Kernel> make_code_fwd(const KernelCtx& k) {
   PoolGeom g = tiled_geom(k.node, k.node.input(0));
-  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+  const int64_t block = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
+  return make_fn_kernel([g, block](const Tensor* in, Tensor* out) {
     float* y = out[0].as<float>();
     uint8_t* code = out[1].as<uint8_t>();
     if (!y || !code) fail("trainstep.max_pool2d_code: both outputs are needed");
-    pool_detail::max_pool_tiled_code(g, in[0].as<float>(), y, code);
+    if (block > 1)
+      pool_detail::max_pool_blocked_code(g, block, in[0].as<float>(), y, code);
+    else
+      pool_detail::max_pool_tiled_code(g, in[0].as<float>(), y, code);
   });
 }
 
@@ -172,11 +181,20 @@ std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
     ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
   if (code.dtype != DType::U8 || code.shape != g.out_shape)
     ctx.fail("code must be uint8" + shape_str(g.out_shape) + ", got " + code.str());
+  check_layout_ports(ctx, {}, {0});
+  port_layout(ctx, true, 0, x);
   return {x};
 }
 
 std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
   PoolGeom g = tiled_geom(k.node, code_bwd_input(k.node));
+  const int64_t block = layout_block(port_layout(k.node, true, 0, code_bwd_input(k.node)));
+  if (block > 1)
+    return make_fn_kernel([g, block](const Tensor* in, Tensor* out) {
+      if (!out[0].data) return;
+      pool_detail::max_pool_blocked_code_backward(g, block, in[0].as<float>(),
+                                                  in[1].as<uint8_t>(), out[0].as<float>());
+    });
   // A code's offset within the window, as an offset in the plane.
   std::array<int64_t, 128> at_offset{};
   for (int64_t a = 0; a < g.kh * g.kw; ++a) at_offset[a] = (a / g.kw) * g.W + a % g.kw;
@@ -387,6 +405,167 @@ void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* c
   });
 }
 
+#if defined(__AVX512F__)
+// nw 2x2 windows of a 16-channel block, one window per step: the window's
+// four 16-lane vectors a b / c d reduce as in pool2x2_plane_avx512 (later
+// value kept only if strictly larger or NaN), giving the same value and
+// code as the scalar scan. m and code get 16 lanes per window.
+void pool2x2_block16(const float* row, int64_t W, int64_t nw, float* m, uint8_t* code) {
+  auto later = [](__m512 p, __m512 q) {
+    return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
+                                  _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
+  };
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2),
+                pass = _mm512_set1_epi32(kCodePass);
+  for (int64_t t = 0; t < nw; ++t) {
+    const float* p0 = row + t * 32;
+    const float* p1 = p0 + W * 16;
+    __m512 a = _mm512_loadu_ps(p0), b = _mm512_loadu_ps(p0 + 16);
+    __m512 c = _mm512_loadu_ps(p1), d = _mm512_loadu_ps(p1 + 16);
+    __mmask16 kt = later(a, b), kb = later(c, d);
+    __m512 top = _mm512_mask_blend_ps(kt, a, b), bot = _mm512_mask_blend_ps(kb, c, d);
+    __mmask16 kv = later(top, bot);
+    const __m512 mx = _mm512_mask_blend_ps(kv, top, bot);
+    _mm512_storeu_ps(m + t * 16, mx);
+    __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
+    __m512i k = _mm512_maskz_mov_epi32(kcol, one);
+    k = _mm512_mask_add_epi32(k, kv, k, two);
+    k = _mm512_mask_add_epi32(k, _mm512_cmp_ps_mask(mx, zero, _CMP_NLE_UQ), k, pass);
+    _mm512_mask_cvtepi32_storeu_epi8(code + t * 16, 0xffff, k);
+  }
+}
+
+// Its backward: each of a window's four positions gets the gradient in the
+// lanes whose code names it with the relu passing, else 0.
+void unpool2x2_block16(const float* g, const uint8_t* code, int64_t nw, int64_t W, float* row) {
+  for (int64_t t = 0; t < nw; ++t) {
+    const __m512 gv = _mm512_loadu_ps(g + t * 16);
+    const __m512i c = _mm512_maskz_cvtepu8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(code + t * 16)));
+    float* p0 = row + t * 32;
+    float* p1 = p0 + W * 16;
+    float* at[4] = {p0, p0 + 16, p1, p1 + 16};
+    for (int a = 0; a < 4; ++a)
+      _mm512_storeu_ps(at[a], _mm512_maskz_mov_ps(
+                                  _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(a | kCodePass)), gv));
+  }
+}
+#endif
+
+// Channel-blocked input: x is (N, C/B, H, W, B). Each block of B planes is
+// pooled together, lane l being plane q*B + l, with the scan of code_row
+// (first max wins, NaN taken) per lane. A row of windows is computed lane-
+// wise into (OW, B) tiles, then transposed into the B plain output planes.
+template <int B>
+void blocked_code(const PoolGeom& g, const float* x, float* y, uint8_t* code) {
+  const int64_t plane_out = g.OH * g.OW;
+  parallel_for(g.planes / B, true, [&](int64_t q) {
+    const float* xq = x + q * g.H * g.W * B;
+    float* yq = y + q * B * plane_out;
+    uint8_t* cq = code + q * B * plane_out;
+    constexpr int64_t kTile = 64;  // windows per tile: a B x 64 transpose stays in L1
+    float mt[kTile * B];
+    uint8_t ct[kTile * B];
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow0 = 0; ow0 < g.OW; ow0 += kTile) {
+        const int64_t nw = std::min(kTile, g.OW - ow0);
+#if defined(__AVX512F__)
+        if (B == 16 && g.kh == 2 && g.kw == 2) {
+          pool2x2_block16(xq + oh * 2 * g.W * B + ow0 * 2 * B, g.W, nw, mt, ct);
+        } else
+#endif
+        for (int64_t t = 0; t < nw; ++t) {
+          const float* win = xq + (oh * g.kh * g.W + (ow0 + t) * g.kw) * B;
+          float* m = mt + t * B;
+          int best[B];
+          for (int l = 0; l < B; ++l) m[l] = win[l], best[l] = 0;
+          for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const float* v = win + (i * g.W + j) * B;
+              const int a = static_cast<int>(i * g.kw + j);
+              for (int l = 0; l < B; ++l) {
+                const bool take = v[l] > m[l] || v[l] != v[l];
+                m[l] = take ? v[l] : m[l];
+                best[l] = take ? a : best[l];
+              }
+            }
+          for (int l = 0; l < B; ++l)
+            ct[t * B + l] = static_cast<uint8_t>(best[l] | (m[l] <= 0.f ? 0 : kCodePass));
+        }
+        const int64_t o = oh * g.OW + ow0;
+        for (int l = 0; l < B; ++l)
+          for (int64_t t = 0; t < nw; ++t) {
+            yq[l * plane_out + o + t] = mt[t * B + l];
+            cq[l * plane_out + o + t] = ct[t * B + l];
+          }
+      }
+  });
+}
+
+template <int B>
+void blocked_code_backward(const PoolGeom& g, const float* go, const uint8_t* code, float* gi) {
+  const int64_t plane_out = g.OH * g.OW;
+  // Every input element lies in a window unless the windows leave a margin.
+  const bool covered = g.OH * g.kh == g.H && g.OW * g.kw == g.W;
+  parallel_for(g.planes / B, true, [&](int64_t q) {
+    float* gq = gi + q * g.H * g.W * B;
+    const float* goq = go + q * B * plane_out;
+    const uint8_t* cq = code + q * B * plane_out;
+    if (!covered) std::fill(gq, gq + g.H * g.W * B, 0.f);
+    constexpr int64_t kTile = 64;
+    float gt[kTile * B];
+    uint8_t ct[kTile * B];
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow0 = 0; ow0 < g.OW; ow0 += kTile) {
+        const int64_t nw = std::min(kTile, g.OW - ow0);
+        const int64_t o = oh * g.OW + ow0;
+        for (int l = 0; l < B; ++l)
+          for (int64_t t = 0; t < nw; ++t) {
+            gt[t * B + l] = goq[l * plane_out + o + t];
+            ct[t * B + l] = cq[l * plane_out + o + t];
+          }
+#if defined(__AVX512F__)
+        if (B == 16 && g.kh == 2 && g.kw == 2) {
+          unpool2x2_block16(gt, ct, nw, g.W, gq + oh * 2 * g.W * B + ow0 * 2 * B);
+        } else
+#endif
+        for (int64_t t = 0; t < nw; ++t) {
+          float* win = gq + (oh * g.kh * g.W + (ow0 + t) * g.kw) * B;
+          const float* gv = gt + t * B;
+          const uint8_t* cv = ct + t * B;
+          // Each window position gets the gradient where it held the max
+          // and the relu passed, else 0: a full write, no zeroing needed.
+          for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) {
+              float* w = win + (i * g.W + j) * B;
+              const int a = static_cast<int>(i * g.kw + j) | kCodePass;
+              for (int l = 0; l < B; ++l) w[l] = cv[l] == a ? gv[l] : 0.f;
+            }
+        }
+      }
+  });
+}
+
+void max_pool_blocked_code(const PoolGeom& g, int64_t block, const float* x, float* y,
+                           uint8_t* code) {
+  if (block == 16)
+    blocked_code<16>(g, x, y, code);
+  else if (block == 8)
+    blocked_code<8>(g, x, y, code);
+  else
+    fail("max_pool_blocked_code: unsupported channel block " + std::to_string(block));
+}
+
+void max_pool_blocked_code_backward(const PoolGeom& g, int64_t block, const float* go,
+                                    const uint8_t* code, float* gi) {
+  if (block == 16)
+    blocked_code_backward<16>(g, go, code, gi);
+  else if (block == 8)
+    blocked_code_backward<8>(g, go, code, gi);
+  else
+    fail("max_pool_blocked_code_backward: unsupported channel block " + std::to_string(block));
+}
+
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 #if defined(__AVX512F__)
   if (g.kh == 2 && g.kw == 2) {
@@ -421,11 +600,13 @@ void register_pool_ops(OpRegistry& r) {
   r.add({"trainstep.max_pool2d_code",
          "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "
          "values and one uint8 per window (argmax offset, bit 7: max > 0 or NaN) for "
-         "trainstep.max_pool2d_code_backward (created by a compiler pass)",
+         "trainstep.max_pool2d_code_backward (created by a compiler pass); the input may be "
+         "channel-blocked (plan_layouts)",
          infer_code_fwd, make_code_fwd});
   r.add({"trainstep.max_pool2d_code_backward",
          "Gradient of max_pool2d(relu(.)) w.r.t. the relu output from the window codes: "
-         "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a compiler pass)",
+         "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a compiler pass); "
+         "grad_input may be channel-blocked (plan_layouts)",
          infer_code_bwd, make_code_bwd});
 }
 

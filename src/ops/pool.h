@@ -31,6 +31,14 @@ constexpr uint8_t kCodePass = 0x80;
 // Requires max_pool_tiles(g): values and codes.
 void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* code);
 
+// The same for an input in a channel-blocked layout (N, C/block, H, W,
+// block), block 8 or 16 (ops/layout.h); y and code stay plain.
+void max_pool_blocked_code(const PoolGeom& g, int64_t block, const float* x, float* y,
+                           uint8_t* code);
+// Its backward: grad_output and code plain, grad_input blocked.
+void max_pool_blocked_code_backward(const PoolGeom& g, int64_t block, const float* go,
+                                    const uint8_t* code, float* gi);
+
 // Do the windows of a pooling node (its attrs) over input x tile x? Throws
 // the node's error for invalid attrs.
 bool windows_tile(const NodeCtx& node, const TensorType& x);

@@ -1,11 +1,13 @@
 #include "passes/pipeline.h"
 
 #include "ir/rewrite.h"
+#include "ops/layout.h"
 #include "passes/cleanup.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_conv_relu.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_relu_backward.h"
+#include "passes/plan_layouts.h"
 #include "passes/schedule.h"
 
 namespace ts {
@@ -53,6 +55,8 @@ void optimize(Function& f, const CompileOptions& o) {
     fuse_conv_relu(f);
     fuse_relu_backward(f);
     fuse_elementwise(f);
+    // Last: it needs the final producers and readers of each activation.
+    plan_layouts(f, preferred_channel_block());
   }
   // In-place planning happens in the executor's memory plan; this order
   // lets it free each gradient as soon as its update has run.

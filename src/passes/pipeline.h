@@ -8,7 +8,7 @@ namespace ts {
 
 struct CompileOptions {
   bool cleanup = true;  // DCE, CSE, constant folding, algebraic simplification
-  bool fusion = true;   // fused elementwise groups, oneDNN post-ops
+  bool fusion = true;   // fused elementwise groups, oneDNN post-ops, blocked layouts
   bool inplace = true;  // new state written into the old state's buffers
 };
 
