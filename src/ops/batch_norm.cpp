@@ -10,9 +10,14 @@
 // (python/trainstep/patches.py) computes the update in the graph from the
 // saved statistics. Eval mode normalises with running_mean / running_var and
 // returns empty saves ([0], as PyTorch on CPU).
+//
+// A rank-4 input may be channel-blocked (N, C/B, H, W, B) (plan_layouts);
+// the blocked kernels then work on whole blocks of B channels, one vector
+// lane per channel, with per-sample partial sums added in sample order.
 #include <cmath>
 #include <string>
 
+#include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
 
@@ -103,6 +108,9 @@ std::vector<TensorType> infer_bn(const NodeCtx& ctx) {
   } else if (!ctx.has_input(3) || !ctx.has_input(4)) {
     ctx.fail("eval mode (training=false) needs running_mean and running_var");
   }
+  check_layout_ports(ctx, {0}, {0});
+  if (port_layout(ctx, false, 0, ctx.input(0)) != port_layout(ctx, true, 0, ctx.input(0)))
+    ctx.fail("input 0 and output 0 must have one layout");
   Shape save{bn_training(ctx) ? g.C : 0};
   return {ctx.input(0), {DType::F32, save}, {DType::F32, save}};
 }
@@ -151,8 +159,145 @@ class BnFwdKernel : public Kernel {
   double eps_;
 };
 
+
+// ---- channel-blocked forward and backward -----------------------------------
+
+// Both directions on (N, C/B, S, B) data. Pass 1 runs over (sample, block)
+// pairs in parallel and keeps each pair's per-lane sums in double in
+// `part_` (sized at compile time); the per-channel totals add the samples'
+// parts in order, so results do not depend on the thread count. Pass 2
+// applies the per-channel affine map over (sample, block) pairs.
+class BnBlockedKernel : public Kernel {
+ public:
+  BnBlockedKernel(const BnGeom& g, int64_t B, bool backward, bool train, double eps)
+      : g_(g), B_(B), backward_(backward), train_(train), eps_(eps),
+        part_(static_cast<size_t>(g.N * g.C * 2)), a_(g.C), b_(g.C), k_(g.C), m_(g.C) {}
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (B_ == 16) return run_b<16>(in, out);
+    return run_b<8>(in, out);
+  }
+
+ private:
+  template <int B>
+  void run_b(const Tensor* in, Tensor* out) {
+    const BnGeom g = g_;
+    const int64_t CB = g.C / B, S = g.S, pairs = g.N * CB;
+    const bool par = pairs > 1 && g.M() * g.C > (1 << 15);
+    const float* x = in[backward_ ? 1 : 0].as<float>();
+    const float* dy = backward_ ? in[0].as<float>() : nullptr;
+    double* part = part_.data();
+    // Pass 1: sums of d and d*d (forward, d = x - shift) or of dy and
+    // (x - mean) * dy (backward), per (sample, channel).
+    if (!backward_ && !train_) {
+      // eval forward needs no statistics
+    } else {
+      if (!backward_)  // shift: the channel's first element, as the plain kernel
+        for (int64_t c = 0; c < g.C; ++c) m_[c] = x[(c / B) * S * B + c % B];
+      else
+        for (int64_t c = 0; c < g.C; ++c) m_[c] = mean_of(in, c);
+      parallel_for(pairs, par, [&](int64_t p) {
+        const int64_t n = p / CB, cb = p % CB;
+        const float* xp = x + p * S * B;
+        const float* dp = dy ? dy + p * S * B : nullptr;
+        double s1[B] = {}, s2[B] = {}, sh[B];
+        for (int l = 0; l < B; ++l) sh[l] = m_[cb * B + l];
+        for (int64_t s = 0; s < S; ++s)
+          for (int l = 0; l < B; ++l) {
+            const double d = double(xp[s * B + l]) - sh[l];
+            if (dp) {
+              s1[l] += dp[s * B + l];
+              s2[l] += d * dp[s * B + l];
+            } else {
+              s1[l] += d;
+              s2[l] += d * d;
+            }
+          }
+        double* q = part + (n * g.C + cb * B) * 2;
+        for (int l = 0; l < B; ++l) q[2 * l] = s1[l], q[2 * l + 1] = s2[l];
+      });
+    }
+    // Per channel: the affine map y = x * a + b (forward) or
+    // dx = (dy - gmean - (x - mean) * k) * a (backward), as the plain kernels.
+    const double M = double(g.M());
+    for (int64_t c = 0; c < g.C; ++c) {
+      double t1 = 0, t2 = 0;
+      if (backward_ || train_)
+        for (int64_t n = 0; n < g.N; ++n) {
+          t1 += part[(n * g.C + c) * 2];
+          t2 += part[(n * g.C + c) * 2 + 1];
+        }
+      const float* w = in[backward_ ? 2 : 1].data ? in[backward_ ? 2 : 1].as<float>() : nullptr;
+      if (!backward_) {
+        double mean, invstd;
+        if (train_) {
+          const double var = std::max((t2 - t1 * t1 / M) / M, 0.0);
+          mean = m_[c] + t1 / M;
+          invstd = 1.0 / std::sqrt(var + eps_);
+          if (out[1].data) out[1].as<float>()[c] = float(mean);
+          if (out[2].data) out[2].as<float>()[c] = float(invstd);
+        } else {
+          mean = in[3].as<float>()[c];
+          invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+        }
+        const float* bias = in[2].data ? in[2].as<float>() : nullptr;
+        const float alpha = float(invstd * (w ? w[c] : 1.0f));
+        a_[c] = alpha;
+        b_[c] = float((bias ? bias[c] : 0.0f) - mean * alpha);
+      } else {
+        const double invstd = invstd_of(in, c);
+        if (out[1].data) out[1].as<float>()[c] = float(t2 * invstd);
+        if (out[2].data) out[2].as<float>()[c] = float(t1);
+        a_[c] = float(invstd * (w ? w[c] : 1.0f));
+        k_[c] = train_ ? float(t2 * invstd * invstd / M) : 0.0f;
+        b_[c] = train_ ? float(t1 / M) : 0.0f;  // gmean
+      }
+    }
+    float* y = out[0].data ? out[0].as<float>() : nullptr;
+    if (!y) return;
+    parallel_for(pairs, par, [&](int64_t p) {
+      const int64_t cb = p % CB;
+      const float* xp = x + p * S * B;
+      float* yp = y + p * S * B;
+      float a[B], b[B], k[B], mf[B];
+      for (int l = 0; l < B; ++l)
+        a[l] = a_[cb * B + l], b[l] = b_[cb * B + l], k[l] = k_[cb * B + l],
+        mf[l] = float(m_[cb * B + l]);
+      if (!backward_) {
+        for (int64_t s = 0; s < S; ++s)
+          for (int l = 0; l < B; ++l) yp[s * B + l] = xp[s * B + l] * a[l] + b[l];
+      } else {
+        const float* dp = dy + p * S * B;
+        for (int64_t s = 0; s < S; ++s)
+          for (int l = 0; l < B; ++l)
+            yp[s * B + l] = (dp[s * B + l] - b[l] - (xp[s * B + l] - mf[l]) * k[l]) * a[l];
+      }
+    });
+  }
+
+  // Backward's per-channel statistics, from the saves (train) or running stats.
+  double mean_of(const Tensor* in, int64_t c) const {
+    return train_ ? in[5].as<float>()[c] : in[3].as<float>()[c];
+  }
+  double invstd_of(const Tensor* in, int64_t c) const {
+    return train_ ? in[6].as<float>()[c] : 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+  }
+
+  BnGeom g_;
+  int64_t B_;
+  bool backward_, train_;
+  double eps_;
+  std::vector<double> part_;       // (N, C, 2) partial sums
+  std::vector<float> a_, b_, k_;   // per-channel coefficients
+  std::vector<double> m_;          // per-channel shift (forward) or mean (backward)
+};
+
 std::unique_ptr<Kernel> make_bn(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 0, {});
+  const int64_t B = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
+  if (B > 1)
+    return std::make_unique<BnBlockedKernel>(g, B, false, bn_training(k.node),
+                                             k.node.attr_float("eps"));
   return std::make_unique<BnFwdKernel>(g, bn_training(k.node), k.node.attr_float("eps"));
 }
 
@@ -185,6 +330,10 @@ std::vector<TensorType> infer_bn_bwd(const NodeCtx& ctx) {
     ctx.fail("eval mode (train=false) needs running_mean and running_var");
   if (ctx.input(0) != ctx.input(1))
     ctx.fail("grad_out " + ctx.input(0).str() + " must match input " + ctx.input(1).str());
+  check_layout_ports(ctx, {0, 1}, {0});
+  const Layout l = port_layout(ctx, false, 1, ctx.input(1));
+  if (port_layout(ctx, false, 0, ctx.input(0)) != l || port_layout(ctx, true, 0, ctx.input(1)) != l)
+    ctx.fail("grad_out, input and grad_input must have one layout");
   TensorType per{DType::F32, {g.C}};
   return {ctx.input(1), per, per};
 }
@@ -240,6 +389,10 @@ class BnBwdKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 1, {});
+  const int64_t B = layout_block(port_layout(k.node, false, 1, k.node.input(1)));
+  if (B > 1)
+    return std::make_unique<BnBlockedKernel>(g, B, true, k.node.attr_bool("train"),
+                                             k.node.attr_float("eps"));
   return std::make_unique<BnBwdKernel>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
 }
 
@@ -249,11 +402,13 @@ void register_batch_norm_ops(OpRegistry& r) {
   r.add({"aten.native_batch_norm.default",
          "batch normalisation of float32 (N, C, *) over all dims but C, optional weight/bias; "
          "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
-         "save_invstd); training=false: running_mean/running_var -> (out, [0], [0])",
+         "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
+         "output may be channel-blocked (plan_layouts)",
          infer_bn, make_bn});
   r.add({"aten.native_batch_norm_backward.default",
          "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; train=true "
-         "reads save_mean/save_invstd, train=false running_mean/running_var",
+         "reads save_mean/save_invstd, train=false running_mean/running_var; grad_out, input "
+         "and grad_input may be channel-blocked (plan_layouts)",
          infer_bn_bwd, make_bn_bwd});
 }
 

@@ -1,10 +1,14 @@
-// Layout planning: a 4-D float32 activation that convolutions alone produce
-// and read (e.g. conv1's relu output, read by conv2's forward and backward)
-// is stored in oneDNN's channel-blocked layout, so neither end reorders it.
-// Every other value, and every function input or output, stays plain. The
-// choice is written into the nodes' "in_layouts" / "out_layouts" attributes
-// (ops/layout.h); `block` is the channel block (8 or 16), and a value whose
-// channel count is not a multiple of it stays plain.
+// Layout planning: a 4-D activation that only blocking kernels (convolution
+// and its backward, the code max-pool pair, batch norm and its backward)
+// and pointwise nodes produce and read is stored in oneDNN's channel-
+// blocked layout, so no kernel reorders it (e.g. conv -> batch norm -> relu
+// -> conv). The tensors of a pointwise node take one layout together, as
+// do a relu-masked convolution backward's x and grad_input. Every other
+// value, and every function input or output, stays plain. The choice is
+// written into the blocking nodes' "in_layouts" / "out_layouts" attributes
+// (ops/layout.h); pointwise nodes carry none, as they work in any layout.
+// `block` is the channel block (8 or 16); a value whose channel count is
+// not a multiple of it stays plain.
 #pragma once
 #include <cstdint>
 

@@ -48,24 +48,41 @@ std::string chain_fn(int C, const std::string& extra_out = "", const std::string
 }
 
 // Each value's layout as its producer records it; fails the test if a
-// reader records another one.
+// reader records another one. Pointwise nodes record none (any layout).
 std::map<std::string, std::string> layouts(const ts::Function& f) {
   std::map<std::string, std::string> by_value;
   auto at = [](const ts::Node& n, const char* key, int i) -> std::string {
     if (!n.attrs.contains(key) || i >= static_cast<int>(n.attrs[key].size())) return "plain";
     return n.attrs[key][i].get<std::string>();
   };
-  for (const ts::Node& n : f.nodes)
+  for (const ts::Node& n : f.nodes) {
+    if (n.def->same_index) continue;
     for (int j = 0; j < static_cast<int>(n.outputs.size()); ++j)
       if (n.outputs[j] >= 0) by_value[f.value_names[n.outputs[j]]] = at(n, "out_layouts", j);
+  }
+  // A pointwise node's outputs take its first large input's layout.
+  for (const ts::Node& n : f.nodes) {
+    if (!n.def->same_index) continue;
+    std::string l = "plain";
+    for (int v : n.inputs)
+      if (v >= 0 && by_value.count(f.value_names[v]) && ts::shape_numel(f.value_types[v].shape) > 1)
+        l = by_value[f.value_names[v]];
+    for (int v : n.outputs)
+      if (v >= 0) by_value[f.value_names[v]] = l;
+  }
   for (const ts::Node& n : f.nodes)
     for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
-      if (n.inputs[i] < 0) continue;
+      if (n.inputs[i] < 0 || n.def->same_index) continue;
       const std::string& name = f.value_names[n.inputs[i]];
       const std::string want = by_value.count(name) ? by_value[name] : "plain";
       EXPECT_EQ(at(n, "in_layouts", i), want) << "node " << n.name << " input " << i << " (" << name << ")";
     }
   return by_value;
+}
+
+void expect_close(const HostTensor& got, const HostTensor& want, float rtol, float atol) {
+  ASSERT_EQ(got.view.shape, want.view.shape);
+  EXPECT_TRUE(all_close(got, std::vector<float>(f32(want), f32(want) + want.view.numel()), rtol, atol));
 }
 
 std::map<std::string, std::string> planned(const std::string& text, int64_t block) {
@@ -144,6 +161,124 @@ HostTensor to_blocked(const HostTensor& x, int64_t B) {
       for (int64_t i = 0; i < HW; ++i)
         r.view.as<float>()[((n * (C / B) + c / B) * HW + i) * B + c % B] = f32(x)[(n * C + c) * HW + i];
   return r;
+}
+
+const std::string kBn = R"({"eps":1e-05,"momentum":0.1,"training":true})";
+const std::string kBnBwd = R"({"eps":1e-05,"output_mask":[true,true,true],"train":true})";
+
+// A residual block as ResNet's trace gives it: conv+relu, then conv ->
+// batch norm -> + residual -> relu; and the backward through the relu mask,
+// batch norm and convolution, from a gradient a convolution made.
+// `extra` / `extra_out` add nodes and returns.
+std::string block_fn(const std::string& extra_out = "", const std::string& extra = "") {
+  return "func f(%x: float32[4, 16, 6, 6] {role=input}, %w0: float32[16, 16, 3, 3] {role=input, index=1}, "
+         "%w: float32[16, 16, 3, 3] {role=input, index=2}, "
+         "%gamma: float32[16] {role=input, index=3}, %beta: float32[16] {role=input, index=4}, "
+         "%dy: float32[4, 16, 6, 6] {role=input, index=5}) {\n"
+         "  %r0 = trainstep.conv2d_relu(%x, %w0) " + kConv + "}\n"
+         "  %c = aten.convolution.default(%r0, %w) " + kConv + "}\n"
+         "  %bn.0, %bn.1, %bn.2 = aten.native_batch_norm.default(%c, %gamma, %beta, None, None) " + kBn + "\n"
+         "  %s = aten.add.Tensor(%bn.0, %r0) {\"alpha\":1}\n"
+         "  %r1 = aten.relu.default(%s)\n"
+         "  %zero = trainstep.constant() {\"dtype\":\"float32\",\"value\":0.0}\n"
+         "  %le = aten.le.Scalar(%r1) {\"other\":0}\n"
+         "  %d = aten.convolution.default(%dy, %w0) " + kConv + "}\n"
+         "  %g1 = aten.where.self(%le, %zero, %d)\n"
+         "  %gb.0, %gb.1, %gb.2 = aten.native_batch_norm_backward.default(%g1, %c, %gamma, None, None, %bn.1, %bn.2) " + kBnBwd + "\n"
+         "  %gc.0, %gc.1, %gc.2 = aten.convolution_backward.default(%gb.0, %r0, %w) " + kConv +
+         ",\"bias_sizes\":null,\"output_mask\":[true,true,false]}\n" + extra +
+         "  return %gc.0 {role=output}, %gc.1 {role=output, index=1}, %gb.1 {role=output, index=2}, "
+         "%gb.2 {role=output, index=3}, %bn.1 {role=output, index=4}, %bn.2 {role=output, index=5}" +
+         extra_out + "\n}\n";
+}
+
+TEST(PlanLayouts, CarriesTheLayoutThroughBatchNormAndPointwiseNodes) {
+  const char* set[] = {"r0", "c", "bn.0", "s", "r1", "le", "d", "g1", "gb.0"};
+  auto l = planned(block_fn(), 16);
+  for (const char* v : set) EXPECT_EQ(l[v], "nChw16c") << v;
+  for (const char* v : {"gc.0", "gc.1", "gb.1", "bn.1"}) EXPECT_EQ(l[v], "plain") << v;
+  // One reader outside the set (a sum over %g1) keeps the whole set plain.
+  l = planned(block_fn(", %t {role=output, index=6}", "  %t = aten.sum.default(%g1) {\"dtype\":null}\n"), 16);
+  for (const char* v : set) EXPECT_EQ(l[v], "plain") << v;
+}
+
+// The planned block against the plain one. Batch norm's blocked kernels add
+// their double sums in another order, so the results agree to rounding.
+TEST(PlanLayouts, BlockedBatchNormBlockComputesWhatThePlainOneDoes) {
+  std::mt19937 rng(13);
+  HostTensor x = random_f32({4, 16, 6, 6}, rng), w0 = random_f32({16, 16, 3, 3}, rng, -0.3f, 0.3f),
+             w = random_f32({16, 16, 3, 3}, rng, -0.3f, 0.3f), gamma = random_f32({16}, rng, 0.5f, 1.5f), beta = random_f32({16}, rng),
+             dy = random_f32({4, 16, 6, 6}, rng);
+  auto run = [&](bool plan, int64_t block) {
+    ts::Function f = ts::parse_function(block_fn());
+    if (plan) ts::plan_layouts(f, block);
+    ts::Executor ex(f, 1, true);
+    HostTensor* in[] = {&x, &w0, &w, &gamma, &beta, &dy};
+    for (int i = 0; i < 6; ++i) ex.bind_input(i, in[i]->view.data);
+    ex.run();
+    std::vector<HostTensor> r;
+    for (int i = 0; i < 6; ++i) {
+      const ts::Tensor& t = ex.output(i);
+      r.emplace_back(t.dtype, t.shape);
+      std::memcpy(r.back().view.data, t.data, t.nbytes());
+    }
+    return r;
+  };
+  auto want = run(false, 1);
+  for (int64_t block : {8, 16}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    auto got = run(true, block);
+    for (int i = 0; i < 6; ++i) {
+      SCOPED_TRACE("output " + std::to_string(i));
+      expect_close(got[i], want[i], 1e-5, 1e-5);
+    }
+  }
+}
+
+// Batch norm's blocked kernels against the plain ones, forward and
+// backward, training and eval, with and without weight and bias.
+TEST(BatchNormBlocked, MatchesThePlainKernels) {
+  std::mt19937 rng(17);
+  for (int64_t B : {8, 16})
+    for (bool train : {true, false})
+      for (bool affine : {true, false}) {
+        SCOPED_TRACE("block " + std::to_string(B) + (train ? " train" : " eval") + (affine ? " affine" : ""));
+        HostTensor x = random_f32({3, 2 * B, 5, 4}, rng, 2.f, 5.f);  // |mean| > std
+        HostTensor w = random_f32({2 * B}, rng, 0.5f, 1.5f), b = random_f32({2 * B}, rng);
+        HostTensor rm = random_f32({2 * B}, rng), rv = random_f32({2 * B}, rng, 0.5f, 2.f);
+        HostTensor dy = random_f32(x.view.shape, rng);
+        const char* name = B == 16 ? "nChw16c" : "nChw8c";
+        json fa = {{"eps", 1e-5}, {"momentum", 0.1}, {"training", train}};
+        std::vector<const HostTensor*> fin = {&x, affine ? &w : nullptr, affine ? &b : nullptr,
+                                              train ? nullptr : &rm, train ? nullptr : &rv};
+        auto want = run_op("aten.native_batch_norm.default", fa, fin);
+        HostTensor xb = to_blocked(x, B);
+        fin[0] = &xb;
+        json fb = fa;
+        fb["in_layouts"] = {name};
+        fb["out_layouts"] = {name};
+        auto got = run_op("aten.native_batch_norm.default", fb, fin);
+        expect_close(got[0], to_blocked(want[0], B), 1e-6, 1e-6);
+        if (train) {
+          expect_close(got[1], want[1], 1e-6, 1e-6);
+          expect_close(got[2], want[2], 1e-6, 1e-6);
+        }
+        json ba = {{"eps", 1e-5}, {"output_mask", {true, true, true}}, {"train", train}};
+        std::vector<const HostTensor*> bin = {&dy, &x, affine ? &w : nullptr, train ? nullptr : &rm,
+                                              train ? nullptr : &rv, train ? &want[1] : nullptr,
+                                              train ? &want[2] : nullptr};
+        auto gwant = run_op("aten.native_batch_norm_backward.default", ba, bin);
+        HostTensor dyb = to_blocked(dy, B);
+        bin[0] = &dyb;
+        bin[1] = &xb;
+        json bb = ba;
+        bb["in_layouts"] = {name, name};
+        bb["out_layouts"] = {name};
+        auto ggot = run_op("aten.native_batch_norm_backward.default", bb, bin);
+        expect_close(ggot[0], to_blocked(gwant[0], B), 1e-5, 1e-6);
+        expect_close(ggot[1], gwant[1], 1e-5, 1e-6);
+        expect_close(ggot[2], gwant[2], 1e-5, 1e-6);
+      }
 }
 
 // The code pooling pair on a blocked input against the plain kernels: 2x2
