@@ -3,8 +3,11 @@
 // others keep the input dtype.
 #include <cmath>
 
+#include <algorithm>
+
 #include "ops/broadcast.h"
 #include "ops/tile.h"
+#include "ops/vmath.h"
 
 namespace ts {
 
@@ -63,8 +66,66 @@ void with_un_fn(Un op, G&& g) {
   }
 }
 
+// Float32 transcendental ops through the vector math (ops/vmath.h), the
+// same formulas as with_un_fn with the scalar call replaced; false for the
+// other ops. Works through a stack buffer, so o may equal a.
+bool has_vec_form(Un op) {
+  return op == Un::Exp || op == Un::Log || op == Un::Erf || op == Un::Tanh || op == Un::Gelu ||
+         op == Un::GeluTanh || op == Un::Sigmoid;
+}
+
+void vec_un(Un op, const float* a, float* o, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  float t[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    const float* x = a + i0;
+    float* y = o + i0;
+    switch (op) {
+      case Un::Exp: vexp(x, y, m); break;
+      case Un::Log: vlog(x, y, m); break;
+      case Un::Erf: verf(x, y, m); break;
+      case Un::Tanh: vtanh(x, y, m); break;
+      case Un::Gelu:
+        for (int64_t i = 0; i < m; ++i) t[i] = x[i] * float(M_SQRT1_2);
+        verf(t, t, m);
+        for (int64_t i = 0; i < m; ++i) y[i] = x[i] * 0.5f * (1.0f + t[i]);
+        break;
+      case Un::GeluTanh: {
+        const float k = float(M_SQRT2 * M_2_SQRTPI * 0.5);
+        for (int64_t i = 0; i < m; ++i) t[i] = k * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
+        vtanh(t, t, m);
+        for (int64_t i = 0; i < m; ++i) y[i] = 0.5f * x[i] * (1.0f + t[i]);
+        break;
+      }
+      case Un::Sigmoid:
+        for (int64_t i = 0; i < m; ++i) t[i] = -x[i];
+        vexp(t, t, m);
+        for (int64_t i = 0; i < m; ++i) y[i] = 1.0f / (1.0f + t[i]);
+        break;
+      default: break;
+    }
+  }
+}
+
+struct VecUnaryTile : TileOp {
+  Un op;
+  explicit VecUnaryTile(Un o) : op(o) {}
+  void run(const float* const* in, float* out, int64_t n) const override { vec_un(op, in[0], out, n); }
+};
+
 template <class T>
 void run_un(Un op, const T* a, T* o, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (has_vec_form(op)) {
+      constexpr int64_t kBlock = 4096;
+      const int64_t blocks = (n + kBlock - 1) / kBlock;
+      parallel_for(blocks, n > kParallelMin, [&](int64_t b) {
+        vec_un(op, a + b * kBlock, o + b * kBlock, std::min(kBlock, n - b * kBlock));
+      });
+      return;
+    }
+  }
   if constexpr (std::is_same_v<T, bool>) {
     std::memcpy(o, a, static_cast<size_t>(n));  // abs/sign of bool: identity
   } else {
@@ -111,6 +172,7 @@ std::unique_ptr<Kernel> un_make(const KernelCtx& kc) {
 template <Un OP>
 std::unique_ptr<TileOp> un_tile(const NodeCtx& ctx) {
   if (!tile_operands_ok(ctx) || un_infer<OP>(ctx)[0].dtype != DType::F32) return nullptr;
+  if (has_vec_form(OP)) return std::make_unique<VecUnaryTile>(OP);
   std::unique_ptr<TileOp> r;
   with_un_fn<float>(OP, [&](auto f) { r = std::make_unique<UnaryTile<decltype(f)>>(f); });
   return r;

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "ops/broadcast.h"
+#include "ops/vmath.h"
 
 namespace ts {
 
@@ -58,6 +59,21 @@ struct FwdKernel : Kernel {
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t r = 0; r < R; ++r) m = (xs[r * I] > m || xs[r * I] != xs[r * I]) ? xs[r * I] : m;
       double sum = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        if (I == 1) {  // a contiguous line: exp through the vector math, same sums
+          for (int64_t r = 0; r < R; ++r) ys[r] = xs[r] - m;
+          vexp(ys, ys, R);
+          for (int64_t r = 0; r < R; ++r) sum += ys[r];
+          if (Log) {
+            const T ls = static_cast<T>(std::log(sum));
+            for (int64_t r = 0; r < R; ++r) ys[r] = (xs[r] - m) - ls;
+          } else {
+            const T inv = static_cast<T>(1.0 / sum);
+            for (int64_t r = 0; r < R; ++r) ys[r] *= inv;
+          }
+          return;
+        }
+      }
       if (Log) {
         for (int64_t r = 0; r < R; ++r) sum += std::exp(xs[r * I] - m);
         // (x - max) first: exact for nearby values, so large logits lose
@@ -118,6 +134,13 @@ struct BwdKernel : Kernel {
       if (Log) {
         for (int64_t r = 0; r < R; ++r) s += gs[r * I];
         const T st = static_cast<T>(s);
+        if constexpr (std::is_same_v<T, float>) {
+          if (I == 1) {  // ds has its own buffer (this op writes over no input)
+            vexp(ys, ds, R);
+            for (int64_t r = 0; r < R; ++r) ds[r] = gs[r] - ds[r] * st;
+            return;
+          }
+        }
         for (int64_t r = 0; r < R; ++r) ds[r * I] = gs[r * I] - std::exp(ys[r * I]) * st;
       } else {
         for (int64_t r = 0; r < R; ++r) s += static_cast<double>(gs[r * I]) * ys[r * I];

@@ -1,0 +1,67 @@
+#include "ops/vmath.h"
+
+#include <cmath>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+// libmvec's entry points, named by the x86 vector function ABI: e = AVX-512
+// (16 lanes), d = AVX2 (8 lanes). Linked through libm's AS_NEEDED libmvec.
+extern "C" {
+#if defined(__AVX512F__)
+__m512 _ZGVeN16v_expf(__m512);
+__m512 _ZGVeN16v_logf(__m512);
+__m512 _ZGVeN16v_erff(__m512);
+__m512 _ZGVeN16v_tanhf(__m512);
+#elif defined(__AVX2__)
+__m256 _ZGVdN8v_expf(__m256);
+__m256 _ZGVdN8v_logf(__m256);
+__m256 _ZGVdN8v_erff(__m256);
+__m256 _ZGVdN8v_tanhf(__m256);
+#endif
+}
+
+namespace ts {
+
+namespace {
+
+#if defined(__AVX512F__)
+template <__m512 (*F)(__m512)>
+void apply(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, F(_mm512_loadu_ps(x + i)));
+  if (i < n) {  // masked tail: no read or write past n
+    const __mmask16 k = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, k, F(_mm512_maskz_loadu_ps(k, x + i)));
+  }
+}
+#define TS_VEC(name) apply<_ZGVeN16v_##name>
+#elif defined(__AVX2__)
+template <__m256 (*F)(__m256)>
+void apply(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    float buf[8] = {};
+    for (int64_t j = i; j < n; ++j) buf[j - i] = x[j];
+    _mm256_storeu_ps(buf, F(_mm256_loadu_ps(buf)));
+    for (int64_t j = i; j < n; ++j) y[j] = buf[j - i];
+  }
+}
+#define TS_VEC(name) apply<_ZGVdN8v_##name>
+#else
+template <float (*F)(float)>
+void apply(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F(x[i]);
+}
+#define TS_VEC(name) apply<::name>
+#endif
+
+}  // namespace
+
+void vexp(const float* x, float* y, int64_t n) { TS_VEC(expf)(x, y, n); }
+void vlog(const float* x, float* y, int64_t n) { TS_VEC(logf)(x, y, n); }
+void verf(const float* x, float* y, int64_t n) { TS_VEC(erff)(x, y, n); }
+void vtanh(const float* x, float* y, int64_t n) { TS_VEC(tanhf)(x, y, n); }
+
+}  // namespace ts
