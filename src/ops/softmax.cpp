@@ -56,13 +56,23 @@ struct FwdKernel : Kernel {
       const int64_t o = line / I, i = line % I;
       const T* xs = x + o * R * I + i;
       T* ys = y + o * R * I + i;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t r = 0; r < R; ++r) m = (xs[r * I] > m || xs[r * I] != xs[r * I]) ? xs[r * I] : m;
       double sum = 0;
       if constexpr (std::is_same_v<T, float>) {
-        if (I == 1) {  // a contiguous line: exp through the vector math, same sums
+        if (I == 1) {
+          // A contiguous line, vectorised: the max (NaN if any element is
+          // NaN, as the scalar scan gives), exp through the vector math, and
+          // the sum in double over vector lanes.
+          float mv = -std::numeric_limits<float>::infinity();
+          bool nan = false;
+#pragma omp simd reduction(max : mv) reduction(|| : nan)
+          for (int64_t r = 0; r < R; ++r) {
+            mv = std::max(mv, xs[r]);
+            nan = nan || xs[r] != xs[r];
+          }
+          const float m = nan ? std::numeric_limits<float>::quiet_NaN() : mv;
           for (int64_t r = 0; r < R; ++r) ys[r] = xs[r] - m;
           vexp(ys, ys, R);
+#pragma omp simd reduction(+ : sum)
           for (int64_t r = 0; r < R; ++r) sum += ys[r];
           if (Log) {
             const T ls = static_cast<T>(std::log(sum));
@@ -74,6 +84,8 @@ struct FwdKernel : Kernel {
           return;
         }
       }
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t r = 0; r < R; ++r) m = (xs[r * I] > m || xs[r * I] != xs[r * I]) ? xs[r * I] : m;
       if (Log) {
         for (int64_t r = 0; r < R; ++r) sum += std::exp(xs[r * I] - m);
         // (x - max) first: exact for nearby values, so large logits lose
