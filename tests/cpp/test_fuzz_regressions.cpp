@@ -3,6 +3,9 @@
 // input, reduced, now gets a ts::Error that names the problem.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "elem_test_util.h"
 #include "ir/text.h"
 #include "test_util.h"
 
@@ -45,5 +48,18 @@ TEST(FuzzRegressions, FusedGroupWithMalformedAttributes) {
                       0),
               0u)
         << attrs << "\n" << e;
+  }
+}
+
+// program: a float attribute out of int64's range (alpha 1e30) on an int64
+// add was converted with static_cast, which is undefined (UBSan under the
+// fuzzer). It now reaches the integer kernel as 0, as int_of_float says;
+// the old conversion gave INT64_MIN on x86, so this sum would differ.
+TEST(FuzzRegressions, FloatAttributeOutOfInt64RangeOnAnIntegerOp) {
+  using namespace elemtest;
+  Arg x = tensor(DType::I64, {3}, {1, -2, 3}), y = tensor(DType::I64, {3}, {5, 6, 7});
+  for (double alpha : {1e30, -1e30, std::nan("")}) {
+    auto out = run("aten.add.Tensor", {{"alpha", alpha}}, {x, y});
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(out[0].data<int64_t>()[i], x.data<int64_t>()[i]) << alpha;
   }
 }
