@@ -49,7 +49,9 @@ class Executor {
   // Debugging hook (`verify --trace`): while set, run() calls fn(node,
   // outputs) after every node in schedule order, views included, while
   // its outputs still hold their values (an output nobody reads is nullptr).
-  // run() checks for it once, so the plain loop stays as it is.
+  // run() checks for it once, so the plain loop stays as it is. Outputs
+  // are as stored: on an optimised function, activations plan_layouts
+  // blocked are channel-blocked (the node's out_layouts attribute says so).
   using Observer = std::function<void(const Node&, const std::vector<const Tensor*>&)>;
   void set_observer(Observer fn) { observer_ = std::move(fn); }
 
