@@ -103,7 +103,7 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
   cmd->add_option("--accumulate", o->accumulate,
                   "average the gradients of N batches per optimizer step (artifact exported "
-                  "with --grads)")
+                  "with --grads; default 1, or the resumed checkpoint's N)")
       ->check(CLI::PositiveNumber);
   cmd->callback([=, &action] {
     action = [=] {

@@ -104,9 +104,14 @@ ResumePoint read_resume_point(const std::map<std::string, std::string>& meta,
     r.base_lr = to_double(get("base_lr"));
     r.epoch_loss_sum = to_double(opt("epoch_loss_sum", "0"));
     r.epoch_loss_count = to_int(opt("epoch_loss_count", "0"));
+    r.accumulate = to_int(opt("accumulate", "1"));
   } catch (const std::logic_error&) {
-    fail(path + ": checkpoint metadata has a malformed epoch, data_position, base_lr or epoch loss");
+    fail(path + ": checkpoint metadata has a malformed epoch, data_position, base_lr, epoch loss "
+                "or accumulate");
   }
+  if (r.accumulate < 1)
+    fail(path + ": checkpoint metadata has accumulate " + std::to_string(r.accumulate) +
+         " (must be at least 1)");
   if (r.epoch < 0 || r.batch < 0 || r.epoch_loss_count < 0 || r.epoch_loss_count > r.batch)
     fail(path + ": checkpoint metadata has a negative epoch or data position");
   if (!std::isfinite(r.base_lr)) fail(path + ": checkpoint metadata has a non-finite base_lr");
@@ -212,7 +217,8 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   int64_t nb = data.full_batches();
   if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
   if (nb == 0) fail("the training set has fewer samples than one batch");
-  const int64_t accum = o.accumulate;
+  // Unset: the resumed run's own, so a resume continues as it ran.
+  const int64_t accum = o.accumulate > 0 ? o.accumulate : result.resumed_from.empty() ? 1 : rp.accumulate;
   if (accum < 1) fail("--accumulate must be at least 1");
   if (accum > 1) {
     if (!s.has_grad_functions())
@@ -236,6 +242,7 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
             {"base_lr", fmt("%.17g", base_lr)},
             {"lr_schedule", sched.spec()},
             {"lr_schedule_unit", unit},
+            {"accumulate", std::to_string(accum)},
             {"epoch_loss_sum", fmt("%.17g", batch ? loss_sum : 0.0)},
             {"epoch_loss_count", std::to_string(batch ? loss_count : 0)}};
   };

@@ -43,7 +43,7 @@ struct TrainOptions {
   // > 1: each optimizer step averages the gradients of this many batches
   // (Session::grad_step/apply_grads; the artifact needs --grads). A step
   // then equals one step on a batch this many times larger.
-  int64_t accumulate = 1;
+  int64_t accumulate = 0;  // batches per optimizer step; 0: the checkpoint's on resume, else 1
   std::string save;               // checkpoint after every epoch
   std::string resume;             // checkpoint to start from, or "auto"
   int64_t checkpoint_every = 0;   // > 0: a checkpoint every N global steps
@@ -69,6 +69,7 @@ struct ResumePoint {
   int64_t batch = 0;   // batches done in the current epoch
   double base_lr = 0;
   std::string lr_schedule, lr_schedule_unit;
+  int64_t accumulate = 1;     // batches per optimizer step (absent in older checkpoints: 1)
   double epoch_loss_sum = 0;  // the current epoch's losses so far, for its report
   int64_t epoch_loss_count = 0;
 };

@@ -196,13 +196,22 @@ TEST(ResumePoint, ReadsAndRejectsMalformedMetadata) {
   EXPECT_EQ(r.base_lr, 0.5);
   EXPECT_EQ(r.lr_schedule_unit, "epoch");
   EXPECT_EQ(r.epoch_loss_sum, 1.25);
+  EXPECT_EQ(r.accumulate, 1);  // absent (older checkpoints): 1
+  {
+    auto m2 = m;
+    m2["accumulate"] = "4";
+    EXPECT_EQ(ts::read_resume_point(m2, "c").accumulate, 4);
+  }
   auto bad = [&](const char* k, const char* v) {
     auto m2 = m;
     m2[k] = v;
     return error_of([&] { ts::read_resume_point(m2, "c"); });
   };
   EXPECT_EQ(bad("epoch", "2x"), "c: checkpoint metadata has a malformed epoch, data_position, "
-                                "base_lr or epoch loss");
+                                "base_lr, epoch loss or accumulate");
+  EXPECT_EQ(bad("accumulate", "2.5"), "c: checkpoint metadata has a malformed epoch, data_position, "
+                                      "base_lr, epoch loss or accumulate");
+  EXPECT_EQ(bad("accumulate", "0"), "c: checkpoint metadata has accumulate 0 (must be at least 1)");
   EXPECT_EQ(bad("data_position", "-1"), "c: checkpoint metadata has a negative epoch or data position");
   EXPECT_EQ(bad("base_lr", "inf"), "c: checkpoint metadata has a non-finite base_lr");
   EXPECT_EQ(bad("lr_schedule_unit", "week"), "c: checkpoint has a bad LR schedule unit 'week'");

@@ -172,6 +172,25 @@ def test_accumulate_4x16_matches_one_batch_of_64(artifacts, small_data, tmp_path
     assert (m1["fc1.weight"] - m64["fc1.weight"]).abs().max() > 1e-3
 
 
+def test_resume_continues_with_the_checkpoints_accumulate(artifacts, small_data, tmp_path):
+    """The checkpoint records --accumulate: a resume without the option
+    continues with it, and ends with the bits of the uninterrupted run."""
+    a16 = artifacts("accum16", _spec("accum16.py"))
+    common = ["--data", f"idx:{small_data}", "--threads", 1, "--seed", 3, "--max-batches", 8]
+    straight, first = tmp_path / "straight.ckpt", tmp_path / "first.ckpt"
+    run("train", a16, *common, "--epochs", 2, "--accumulate", 4, "--save", straight)
+    run("train", a16, *common, "--epochs", 1, "--accumulate", 4, "--save", first)
+    _, meta = _final_params(first)
+    assert meta["accumulate"] == "4" and meta["step"] == "2", meta
+    resumed = tmp_path / "resumed.ckpt"
+    run("train", a16, *common, "--epochs", 1, "--resume", first, "--save", resumed)
+    m_straight, meta_straight = _final_params(straight)
+    m_resumed, meta_resumed = _final_params(resumed)
+    assert meta_resumed["step"] == meta_straight["step"] == "4"
+    for k in m_straight:
+        assert torch.equal(m_resumed[k], m_straight[k]), k
+
+
 def test_accumulate_needs_gradient_functions(artifacts, small_data):
     art = artifacts("groups_sgd", _spec("groups_sgd.py"))
     p = run("train", art, "--data", f"idx:{small_data}", "--accumulate", 2, check=False)
