@@ -208,6 +208,10 @@ std::vector<TensorType> bin_infer(const NodeCtx& ctx) {
     if (ctx.attrs().at("exponent").is_number_integer() && ctx.attr_int("exponent") < 0)
       ctx.fail("integers to negative integer powers are not allowed");
   }
+  // As PyTorch: an integer (or bool) result takes no floating-point alpha.
+  if (ctx.has_attr("alpha") && !dtype_is_float(ct) && ctx.attrs().at("alpha").is_number_float())
+    ctx.fail("for integral input tensors, alpha must not be a floating point number, got " +
+             ctx.attrs().at("alpha").dump());
   return {{out, broadcast_shapes(ctx, {t[0].shape, t[1].shape})}};
 }
 

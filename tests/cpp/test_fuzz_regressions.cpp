@@ -53,13 +53,16 @@ TEST(FuzzRegressions, FusedGroupWithMalformedAttributes) {
 
 // program: a float attribute out of int64's range (alpha 1e30) on an int64
 // add was converted with static_cast, which is undefined (UBSan under the
-// fuzzer). It now reaches the integer kernel as 0, as int_of_float says;
-// the old conversion gave INT64_MIN on x86, so this sum would differ.
-TEST(FuzzRegressions, FloatAttributeOutOfInt64RangeOnAnIntegerOp) {
+// fuzzer). A floating-point alpha on integer tensors is now refused, as
+// PyTorch refuses it; a float `other` on integers goes through
+// int_of_float.
+TEST(FuzzRegressions, FloatAlphaOnAnIntegerOpIsRefused) {
   using namespace elemtest;
   Arg x = tensor(DType::I64, {3}, {1, -2, 3}), y = tensor(DType::I64, {3}, {5, 6, 7});
-  for (double alpha : {1e30, -1e30, std::nan("")}) {
-    auto out = run("aten.add.Tensor", {{"alpha", alpha}}, {x, y});
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(out[0].data<int64_t>()[i], x.data<int64_t>()[i]) << alpha;
-  }
+  for (double alpha : {1e30, -1e30, std::nan(""), 2.0})
+    expect_error([&] { run("aten.add.Tensor", {{"alpha", alpha}}, {x, y}); },
+                 "for integral input tensors, alpha must not be a floating point number");
+  auto out = run("aten.add.Tensor", {{"alpha", 2}}, {x, y});
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(out[0].data<int64_t>()[i], x.data<int64_t>()[i] + 2 * y.data<int64_t>()[i]);
 }
