@@ -306,6 +306,8 @@ def _negatives():
                  error="pow is not supported for bool tensors"),
         neg_case("aten.pow.Tensor_Scalar", In((3,), I), exponent=-2,
                  error="integers to negative integer powers are not allowed"),
+        neg_case("aten.add.Tensor", In((3,), I), In((3,), I), alpha=2.5,
+                 error="for integral input tensors, alpha must not be a floating point number, got 2.5"),
         neg_case("aten.neg.default", In((3,), B), error="not supported for bool tensors"),
         neg_case("aten.relu.default", In((3,), B), error="not supported for bool tensors"),
         neg_case("aten.where.self", In((3,)), In((3,)), In((3,)),
