@@ -61,7 +61,10 @@ bool layout_agnostic(const Function& f, const Node& n) {
 struct Sets {
   std::vector<int> parent;
   explicit Sets(int n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int find(int v) { return parent[v] == v ? v : parent[v] = find(parent[v]); }
+  int find(int v) {  // iterative, with path halving: no deep recursion on long chains
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];
+    return v;
+  }
   void join(int a, int b) { parent[find(a)] = find(b); }
 };
 
