@@ -220,6 +220,8 @@ class BnBlockedKernel : public Kernel {
     // Per channel: the affine map y = x * a + b (forward) or
     // dx = (dy - gmean - (x - mean) * k) * a (backward), as the plain kernels.
     const double M = double(g.M());
+    const Tensor& wt = in[backward_ ? 2 : 1];
+    const float* w = wt.data ? wt.as<float>() : nullptr;
     for (int64_t c = 0; c < g.C; ++c) {
       double t1 = 0, t2 = 0;
       if (backward_ || train_)
@@ -227,7 +229,6 @@ class BnBlockedKernel : public Kernel {
           t1 += part[(n * g.C + c) * 2];
           t2 += part[(n * g.C + c) * 2 + 1];
         }
-      const float* w = in[backward_ ? 2 : 1].data ? in[backward_ ? 2 : 1].as<float>() : nullptr;
       if (!backward_) {
         double mean, invstd;
         if (train_) {

@@ -94,7 +94,7 @@ struct ConvMds {
   memory::dims strides, dil, pad;
 };
 
-ConvMds conv_mds(const ConvGeom& g, const ConvLayouts& l = {}) {
+ConvMds conv_mds(const ConvGeom& g, const ConvLayouts& l) {
   ConvMds m;
   memory::dims src{g.N, g.C, g.H, g.W}, dst{g.N, g.O, g.OH, g.OW};
   // OIHW with groups is the same bytes as GOIHW with O split into (G, O/G).

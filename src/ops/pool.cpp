@@ -187,8 +187,9 @@ std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
 }
 
 std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
-  PoolGeom g = tiled_geom(k.node, code_bwd_input(k.node));
-  const int64_t block = layout_block(port_layout(k.node, true, 0, code_bwd_input(k.node)));
+  const TensorType x = code_bwd_input(k.node);
+  PoolGeom g = tiled_geom(k.node, x);
+  const int64_t block = layout_block(port_layout(k.node, true, 0, x));
   if (block > 1)
     return make_fn_kernel([g, block](const Tensor* in, Tensor* out) {
       if (!out[0].data) return;

@@ -65,29 +65,22 @@ void apply(const float* x, float* y, int64_t n) {
 // or 0. Masked attention feeds it -inf by the million, so those lanes are
 // handled here: 0 at or below -104 (expf underflows to 0 there), the scalar
 // expf in between, and the vector function gets 0 in their place.
-void vexp(const float* x, float* y, int64_t n) {
-  const __m512 lo = _mm512_set1_ps(-87.0f), zero_at = _mm512_set1_ps(-104.0f),
-               zero = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xffff)
-                                    : static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
-    const __mmask16 low = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
-    __m512 r = _ZGVeN16v_expf(_mm512_mask_mov_ps(v, low, zero));
-    if (low) {
-      r = _mm512_mask_mov_ps(r, low, zero);
-      const __mmask16 mid = low & _mm512_cmp_ps_mask(v, zero_at, _CMP_GT_OQ) & k;
-      if (mid) {
-        alignas(64) float t[16];
-        _mm512_store_ps(t, r);
-        for (int l = 0; l < 16; ++l)
-          if (mid >> l & 1) t[l] = std::exp(x[i + l]);
-        r = _mm512_load_ps(t);
-      }
-    }
-    _mm512_mask_storeu_ps(y + i, k, r);
-  }
+static __m512 exp16(__m512 v) {
+  const __mmask16 low = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 r = _ZGVeN16v_expf(_mm512_mask_mov_ps(v, low, zero));
+  if (!low) return r;
+  r = _mm512_mask_mov_ps(r, low, zero);
+  const __mmask16 mid = low & _mm512_cmp_ps_mask(v, _mm512_set1_ps(-104.0f), _CMP_GT_OQ);
+  if (!mid) return r;
+  alignas(64) float x[16], t[16];
+  _mm512_store_ps(x, v);
+  _mm512_store_ps(t, r);
+  for (int l = 0; l < 16; ++l)
+    if (mid >> l & 1) t[l] = std::exp(x[l]);
+  return _mm512_load_ps(t);
 }
+void vexp(const float* x, float* y, int64_t n) { apply<exp16>(x, y, n); }
 #else
 void vexp(const float* x, float* y, int64_t n) { TS_VEC(expf)(x, y, n); }
 #endif

@@ -128,22 +128,17 @@ void plan_layouts(Function& f, int64_t block) {
   for (size_t k = 0; k < f.nodes.size(); ++k) {
     const Node& n = f.nodes[k];
     if (n.dead) continue;
-    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
-      const int v = n.inputs[i];
-      if (v < 0 || (agnostic[k] && !is_big(v))) continue;
-      if (blocks_input(n, i) && f.value_types[v].dtype == DType::F32)
+    // A port of this node holds value v; `blocking`: its kernel reads or
+    // writes it blocked.
+    auto touch = [&](int v, bool blocking) {
+      if (v < 0 || (agnostic[k] && !is_big(v))) return;
+      if (blocking && f.value_types[v].dtype == DType::F32)
         gains[sets.find(v)] = 1;
       else if (!agnostic[k])
         ok[sets.find(v)] = 0;
-    }
-    for (int j = 0; j < static_cast<int>(n.outputs.size()); ++j) {
-      const int v = n.outputs[j];
-      if (v < 0 || (agnostic[k] && !is_big(v))) continue;
-      if (blocks_output(n, j) && f.value_types[v].dtype == DType::F32)
-        gains[sets.find(v)] = 1;
-      else if (!agnostic[k])
-        ok[sets.find(v)] = 0;
-    }
+    };
+    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) touch(n.inputs[i], blocks_input(n, i));
+    for (int j = 0; j < static_cast<int>(n.outputs.size()); ++j) touch(n.outputs[j], blocks_output(n, j));
   }
   std::vector<bool> blocked(nv, false);
   bool any = false;
