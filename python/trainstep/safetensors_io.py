@@ -4,6 +4,11 @@ Mirrors the C++ reader/writer in src/io/safetensors.cpp: the same dtypes, the
 same header layout (sorted keys, compact JSON, space padding to 8 bytes) and
 the same validation. Every problem with a file raises ValueError with one
 line that names the source.
+
+Integrity, as src/io/checksum.h: a written file carries an XXH3-64 of every
+tensor's bytes and of the rest of its header; a read checks them before it
+returns anything. Files without checksums (written before they existed)
+still load; `has_checksums(metadata)` tells them apart.
 """
 
 import json
@@ -12,6 +17,7 @@ import struct
 
 import numpy as np
 import torch
+import xxhash
 
 # safetensors name -> (torch dtype, little-endian numpy dtype)
 _DTYPES = {
@@ -28,16 +34,52 @@ _MAX_HEADER = 100 << 20
 _MAX_RANK = 16
 _INT64_MAX = (1 << 63) - 1
 
+ALGORITHM_KEY, TENSORS_KEY, HEADER_KEY = "checksum_algorithm", "tensor_checksums", "header_checksum"
+ALGORITHM = "xxh3_64"
+_CHECKSUM_KEYS = (ALGORITHM_KEY, TENSORS_KEY, HEADER_KEY)
+
+
+def has_checksums(metadata):
+    """True if the file's metadata has checksums (the reader checked them)."""
+    return any(k in metadata for k in _CHECKSUM_KEYS)
+
+
+def without_checksums(metadata):
+    """The metadata less the checksum keys (what the file's writer was given)."""
+    return {k: v for k, v in metadata.items() if k not in _CHECKSUM_KEYS}
+
+
+def _u64(v):
+    return struct.pack("<Q", v)
+
+
+def _str(s):
+    b = s.encode()
+    return _u64(len(b)) + b
+
+
+def header_checksum(metadata, entries):
+    """XXH3-64 hex of the header as src/io/checksum.cpp encodes it: metadata
+    (less the header checksum) in key order, then (name, dtype, shape, begin,
+    end) of every tensor in name order, each field length-prefixed."""
+    buf = [b"trainstep-header-checksum-v1"]
+    for k in sorted(metadata, key=lambda k: k.encode()):
+        if k != HEADER_KEY:
+            buf += [b"M", _str(k), _str(metadata[k])]
+    for name, st_name, shape, begin, end in sorted(entries, key=lambda e: e[0].encode()):
+        buf += [b"T", _str(name), _str(st_name), _u64(len(shape))]
+        buf += [_u64(d) for d in shape] + [_u64(begin), _u64(end)]
+    return xxhash.xxh3_64_hexdigest(b"".join(buf))
+
 
 def dumps(tensors, metadata=None):
     """Serialize {name: tensor} (+ optional {str: str} metadata) to bytes."""
     header = {}
-    if metadata:
-        for k, v in metadata.items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise ValueError(f"safetensors: metadata {k!r}: keys and values must be str")
-        header["__metadata__"] = dict(metadata)
-    chunks = []
+    metadata = {k: v for k, v in (metadata or {}).items() if k not in _CHECKSUM_KEYS}
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValueError(f"safetensors: metadata {k!r}: keys and values must be str")
+    chunks, sums, entries = [], {}, []
     offset = 0
     for name, t in tensors.items():
         if not isinstance(name, str):
@@ -53,8 +95,15 @@ def dumps(tensors, metadata=None):
         raw = arr.tobytes()
         header[name] = {"dtype": st_name, "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(raw)]}
+        sums[name] = xxhash.xxh3_64_hexdigest(raw)
+        entries.append((name, st_name, tuple(t.shape), offset, offset + len(raw)))
         chunks.append(raw)
         offset += len(raw)
+    metadata[ALGORITHM_KEY] = ALGORITHM
+    metadata[TENSORS_KEY] = json.dumps(sums, sort_keys=True, separators=(",", ":"),
+                                       ensure_ascii=False)
+    metadata[HEADER_KEY] = header_checksum(metadata, entries)
+    header["__metadata__"] = metadata
     # Same spelling as the C++ writer (nlohmann: sorted keys, compact, UTF-8).
     text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     text += b" " * (-len(text) % 8)
@@ -161,9 +210,15 @@ def loads(data, what="<bytes>"):
             prev = name
     if pos != len(block):
         raise ValueError(f"{what}: data block has {len(block)} bytes but tensors cover {pos}")
+    sums = _check_header(what, metadata, entries)
 
     tensors = {}
     for name, st_name, shape, begin, end in entries:
+        if sums is not None:
+            found = xxhash.xxh3_64_hexdigest(block[begin:end])
+            if found != sums[name]:
+                raise ValueError(f"{what}: tensor '{name}' is corrupt: checksum {found}, expected "
+                                 f"{sums[name]} (restore the file from a good copy or re-create it)")
         tdtype, npdtype = _DTYPES[st_name]
         if end == begin:
             tensors[name] = torch.empty(shape, dtype=tdtype)
@@ -172,6 +227,33 @@ def loads(data, what="<bytes>"):
             # Copy into native byte order so torch owns writable memory.
             tensors[name] = torch.from_numpy(arr.astype(npdtype.newbyteorder("="), copy=True))
     return tensors, metadata
+
+
+def _check_header(what, metadata, entries):
+    """{name: expected checksum} after checking the header checksum, or None
+    for a file without checksums."""
+    if not has_checksums(metadata):
+        return None
+    for k in _CHECKSUM_KEYS:
+        if k not in metadata:
+            raise ValueError(f"{what}: the header is damaged: it has checksums but no '{k}' entry")
+    if metadata[ALGORITHM_KEY] != ALGORITHM:
+        raise ValueError(f"{what}: unknown checksum algorithm '{metadata[ALGORITHM_KEY]}' "
+                         f"(this version checks {ALGORITHM})")
+    found = header_checksum(metadata, entries)
+    if found != metadata[HEADER_KEY]:
+        raise ValueError(f"{what}: the header is corrupt: header checksum {found}, expected "
+                         f"{metadata[HEADER_KEY]} (restore the file from a good copy or re-create it)")
+    try:
+        sums = json.loads(metadata[TENSORS_KEY])
+    except json.JSONDecodeError:
+        sums = None
+    if not isinstance(sums, dict) or len(sums) != len(entries):
+        raise ValueError(f"{what}: the tensor checksums do not list every tensor")
+    for name, *_ in entries:
+        if not isinstance(sums.get(name), str):
+            raise ValueError(f"{what}: tensor '{name}' has no checksum")
+    return sums
 
 
 def _parse_entry(what, name, e, block_size):

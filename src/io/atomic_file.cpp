@@ -76,6 +76,37 @@ void write_file_atomic(const std::string& path, const std::vector<Chunk>& chunks
   ::close(dfd);
 }
 
+FileReader::FileReader(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    if (errno == ENOENT) fail(path + ": no such file");
+    fail(path + ": cannot read: " + errno_text(errno));
+  }
+  struct stat st {};
+  int e = ::fstat(fd_, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+  if (e != 0) {
+    ::close(fd_);
+    fail(path + ": cannot read: " + errno_text(e));
+  }
+  size_ = st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+}
+
+FileReader::~FileReader() { ::close(fd_); }
+
+void FileReader::read(void* dst, size_t n) {
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    ssize_t r = ::read(fd_, p, n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail(path_ + ": cannot read: " + errno_text(errno));
+    }
+    if (r == 0) fail(path_ + ": truncated (the file ended while it was read)");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
 std::string read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

@@ -1,5 +1,5 @@
-// Crash-safe file writes (temp file + fsync + rename + directory fsync) and a
-// whole-file reader, both reporting failures as one-line ts::Error.
+// Crash-safe file writes (temp file + fsync + rename + directory fsync) and
+// readers, all reporting failures as one-line ts::Error.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -18,5 +18,23 @@ void write_file_atomic(const std::string& path, const std::vector<Chunk>& chunks
 
 // Reads the whole file. Throws "PATH: no such file" / "PATH: cannot read: ...".
 std::string read_file(const std::string& path);
+
+// A file read front to back in pieces straight into the caller's memory
+// (no intermediate copy). Same errors as read_file; read() of more bytes
+// than are left fails with "PATH: truncated".
+class FileReader {
+ public:
+  explicit FileReader(const std::string& path);
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+  size_t size() const { return size_; }  // at open time
+  void read(void* dst, size_t n);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  size_t size_ = 0;
+};
 
 }  // namespace ts

@@ -10,6 +10,7 @@
 
 #include "trainstep/error.h"
 #include "io/atomic_file.h"
+#include "io/checksum.h"
 
 namespace ts {
 
@@ -66,6 +67,7 @@ struct Entry {
   DType dtype;
   Shape shape;
   uint64_t begin, end;
+  std::string checksum;  // expected XXH3-64 of the data, "" when the file has none
 };
 
 Entry parse_entry(const std::string& what, const std::string& name, const json& j,
@@ -121,10 +123,12 @@ Entry parse_entry(const std::string& what, const std::string& name, const json& 
 }
 
 // Builds the padded header (length prefix included) and checks the inputs.
-std::string build_header(const std::string& what, const std::map<std::string, std::string>& metadata,
+// The checksum keys of `metadata`, if any, are replaced by the tensors' own.
+std::string build_header(const std::string& what, std::map<std::string, std::string> metadata,
                          const NamedTensors& tensors) {
   json h = json::object();
-  if (!metadata.empty()) h["__metadata__"] = metadata;
+  json sums = json::object();
+  std::vector<ChecksumEntry> entries;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__") fail(what + ": '__metadata__' cannot be a tensor name");
@@ -135,8 +139,15 @@ std::string build_header(const std::string& what, const std::map<std::string, st
     h[name] = {{"dtype", dtype_safetensors_name(t->dtype)},
                {"shape", t->shape},
                {"data_offsets", {offset, offset + n}}};
+    sums[name] = checksum_hex(t->data, n);
+    entries.push_back({name, dtype_safetensors_name(t->dtype), t->shape, offset, offset + n});
     offset += n;
   }
+  strip_checksums(metadata);
+  metadata[kChecksumAlgorithmKey] = kChecksumAlgorithm;
+  metadata[kTensorChecksumsKey] = sums.dump();
+  metadata[kHeaderChecksumKey] = header_checksum(metadata, std::move(entries));
+  h["__metadata__"] = metadata;
   std::string text;
   try {
     text = h.dump();
@@ -165,6 +176,9 @@ uint64_t header_length(const char* p, uint64_t size, const std::string& what) {
 }
 
 json parse_header(const char* p, uint64_t n, const std::string& what) {
+  // nlohmann stops at a NUL as at the end of input, so bytes after one
+  // would go unread (and unchecked); JSON has no place for a raw NUL.
+  if (std::memchr(p, 0, n)) fail(what + ": header is not valid JSON: it contains a NUL byte");
   DupKeyCheck dup;
   json h;
   try {
@@ -189,35 +203,59 @@ std::map<std::string, std::string> metadata_of(const json& h, const std::string&
   return m;
 }
 
-}  // namespace
+// The header of a file: metadata and tensor entries, checked to tile the
+// data block and, when the file has checksums, against its header checksum.
+struct Layout {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;  // by offset
+  bool checksummed = false;
+};
 
-const HostTensor* SafeTensors::find(const std::string& name) const {
-  for (const auto& [n, t] : tensors)
-    if (n == name) return &t;
-  return nullptr;
+void check_checksums(Layout& l, const std::string& what) {
+  if (!has_checksums(l.metadata)) return;
+  for (const char* k : {kChecksumAlgorithmKey, kTensorChecksumsKey, kHeaderChecksumKey})
+    if (!l.metadata.count(k))
+      fail(what + ": the header is damaged: it has checksums but no '" + k + "' entry");
+  if (l.metadata[kChecksumAlgorithmKey] != kChecksumAlgorithm)
+    fail(what + ": unknown checksum algorithm '" + l.metadata[kChecksumAlgorithmKey] +
+         "' (this build checks " + kChecksumAlgorithm + ")");
+  std::vector<ChecksumEntry> ce;
+  for (const Entry& e : l.entries)
+    ce.push_back({e.name, dtype_safetensors_name(e.dtype), e.shape, e.begin, e.end});
+  const std::string found = header_checksum(l.metadata, std::move(ce));
+  const std::string& expected = l.metadata[kHeaderChecksumKey];
+  if (found != expected)
+    fail(what + ": the header is corrupt: header checksum " + found + ", expected " + expected +
+         " (restore the file from a good copy or re-create it)");
+  // The header checksum covers this value, so a failure here is a writer's bug.
+  json sums = json::parse(l.metadata[kTensorChecksumsKey], nullptr, false);
+  if (!sums.is_object() || sums.size() != l.entries.size())
+    fail(what + ": the tensor checksums do not list every tensor");
+  for (Entry& e : l.entries) {
+    auto it = sums.find(e.name);
+    if (it == sums.end() || !it->is_string())
+      fail(what + ": tensor '" + e.name + "' has no checksum");
+    e.checksum = it->get<std::string>();
+  }
+  l.checksummed = true;
 }
 
-SafeTensors parse_safetensors(const std::string& bytes, const std::string& what) {
-  uint64_t n = header_length(bytes.data(), bytes.size(), what);
-  json h = parse_header(bytes.data() + 8, n, what);
-
-  SafeTensors st;
-  uint64_t data_start = 8 + n;
-  uint64_t data_size = bytes.size() - data_start;
-  std::vector<Entry> entries;
-  st.metadata = metadata_of(h, what);
+Layout parse_layout(const char* header, uint64_t n, uint64_t data_size, const std::string& what) {
+  json h = parse_header(header, n, what);
+  Layout l;
+  l.metadata = metadata_of(h, what);
   for (const auto& [key, val] : h.items()) {
     if (key == "__metadata__") continue;
-    entries.push_back(parse_entry(what, key, val, data_size));
+    l.entries.push_back(parse_entry(what, key, val, data_size));
   }
 
   // Tensors must tile the data block exactly: no overlaps, gaps or slack.
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  std::stable_sort(l.entries.begin(), l.entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   uint64_t pos = 0;
   const Entry* prev = nullptr;
-  for (const Entry& e : entries) {
+  for (const Entry& e : l.entries) {
     if (e.begin < pos)
       fail(what + ": tensors '" + prev->name + "' and '" + e.name + "' overlap in the data block");
     if (e.begin > pos)
@@ -229,31 +267,79 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
   if (pos != data_size)
     fail(what + ": data block has " + std::to_string(data_size) + " bytes but tensors cover " +
          std::to_string(pos));
+  check_checksums(l, what);
+  return l;
+}
 
-  // Every size is now bounded by the input, so these allocations are safe.
-  st.tensors.reserve(entries.size());
-  for (const Entry& e : entries) {
+// Fills every tensor from the data block, in offset order: copy(dst, n)
+// delivers the block's next n bytes. Each piece is hashed right after it
+// arrives, while it is still in cache. Every size is bounded by the input
+// (parse_layout), so the allocations are safe.
+template <class Copy>
+SafeTensors load_tensors(Layout&& l, Copy copy, const std::string& what) {
+  constexpr size_t kPiece = 1 << 20;
+  SafeTensors st;
+  st.metadata = std::move(l.metadata);
+  st.checksummed = l.checksummed;
+  st.tensors.reserve(l.entries.size());
+  for (const Entry& e : l.entries) {
     HostTensor t(e.dtype, e.shape);
-    if (e.end > e.begin) std::memcpy(t.view.data, bytes.data() + data_start + e.begin, e.end - e.begin);
+    Checksummer sum;
+    char* dst = static_cast<char*>(t.view.data);
+    for (uint64_t done = 0, n = e.end - e.begin; done < n;) {
+      const size_t piece = static_cast<size_t>(std::min<uint64_t>(kPiece, n - done));
+      copy(dst + done, piece);
+      if (l.checksummed) sum.update(dst + done, piece);
+      done += piece;
+    }
+    if (l.checksummed && sum.hex() != e.checksum)
+      fail(what + ": tensor '" + e.name + "' is corrupt: checksum " + sum.hex() + ", expected " +
+           e.checksum + " (restore the file from a good copy or re-create it)");
     st.tensors.emplace_back(e.name, std::move(t));
   }
   return st;
 }
 
-SafeTensors read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+}  // namespace
+
+const HostTensor* SafeTensors::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& what) {
+  uint64_t n = header_length(bytes.data(), bytes.size(), what);
+  Layout l = parse_layout(bytes.data() + 8, n, bytes.size() - 8 - n, what);
+  const char* src = bytes.data() + 8 + n;
+  return load_tensors(
+      std::move(l),
+      [&](char* dst, size_t k) {
+        std::memcpy(dst, src, k);
+        src += k;
+      },
+      what);
+}
+
+SafeTensors read_safetensors(const std::string& path) {
+  FileReader in(path);
+  char prefix[8] = {};
+  if (in.size() >= 8) in.read(prefix, 8);
+  const uint64_t n = header_length(prefix, in.size(), path);
+  std::string text(n, '\0');
+  in.read(text.data(), n);
+  Layout l = parse_layout(text.data(), n, in.size() - 8 - n, path);
+  return load_tensors(std::move(l), [&](char* dst, size_t k) { in.read(dst, k); }, path);
+}
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path + ": cannot read");
-  in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
-  in.seekg(0);
+  FileReader in(path);
   char prefix[8] = {};
-  in.read(prefix, 8);
-  const uint64_t n = header_length(prefix, in ? size : 0, path);
+  if (in.size() >= 8) in.read(prefix, 8);
+  const uint64_t n = header_length(prefix, in.size(), path);
   std::string text(n, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(n))) fail(path + ": cannot read the header");
-  return metadata_of(parse_header(text.data(), n, path), path);
+  in.read(text.data(), n);
+  return parse_layout(text.data(), n, in.size() - 8 - n, path).metadata;
 }
 
 std::string serialize_safetensors(const std::map<std::string, std::string>& metadata,

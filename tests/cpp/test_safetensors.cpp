@@ -5,10 +5,12 @@
 
 #include <cstring>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "trainstep/error.h"
 #include "io/atomic_file.h"
+#include "io/checksum.h"
 #include "io/safetensors.h"
 
 using ts_test::error_of;
@@ -65,6 +67,9 @@ TEST(SafeTensors, RoundTripAllDtypes) {
   EXPECT_EQ((8 + n) % 8, 0u);  // data block is 8-byte aligned
 
   ts::SafeTensors st = ts::parse_safetensors(bytes, "mem");
+  EXPECT_TRUE(st.checksummed);
+  EXPECT_TRUE(ts::has_checksums(st.metadata));
+  ts::strip_checksums(st.metadata);
   EXPECT_EQ(st.metadata.size(), 2u);
   EXPECT_EQ(st.metadata.at("format"), "pt");
   ASSERT_EQ(st.tensors.size(), in.size());
@@ -87,6 +92,7 @@ TEST(SafeTensors, WriteAndReadFile) {
   ts::HostTensor t = filled<float>(ts::DType::F32, {4});
   ts::write_safetensors(path, {}, {{"x", &t.view}});
   ts::SafeTensors st = ts::read_safetensors(path);
+  ts::strip_checksums(st.metadata);
   EXPECT_TRUE(st.metadata.empty());
   ASSERT_EQ(st.tensors.size(), 1u);
   EXPECT_EQ(st.tensors[0].second.view.as<float>()[3], 10.0f);
@@ -214,4 +220,109 @@ TEST(SafeTensors, RejectsDuplicateNames) {
 TEST(SafeTensors, RejectsNonStringMetadata) {
   EXPECT_ERROR(raw(R"({"__metadata__":{"epoch":3}})"), "metadata value for 'epoch' is not a string");
   EXPECT_ERROR(raw(R"({"__metadata__":[1]})"), "__metadata__ is not a JSON object");
+}
+
+namespace {
+
+// A written file with two tensors, and where each tensor's bytes start.
+struct Written {
+  std::string bytes;
+  size_t data_start;
+};
+Written two_tensors() {
+  static ts::HostTensor a = filled<float>(ts::DType::F32, {64});
+  static ts::HostTensor b = filled<int64_t>(ts::DType::I64, {3});
+  Written w;
+  w.bytes = ts::serialize_safetensors({{"format", "trainstep"}}, {{"a", &a.view}, {"b", &b.view}});
+  uint64_t n;
+  std::memcpy(&n, w.bytes.data(), 8);
+  w.data_start = 8 + n;
+  return w;
+}
+
+// The same file as an older writer wrote it: header without the checksum keys.
+std::string without_checksums(const std::string& bytes) {
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  nlohmann::json h = nlohmann::json::parse(bytes.substr(8, n));
+  for (const char* k : {ts::kChecksumAlgorithmKey, ts::kTensorChecksumsKey, ts::kHeaderChecksumKey})
+    h["__metadata__"].erase(k);
+  return raw(h.dump(), bytes.substr(8 + n));
+}
+
+}  // namespace
+
+TEST(SafeTensorsChecksums, EveryFlippedDataBitIsNamedWithItsTensor) {
+  const Written w = two_tensors();
+  for (size_t i = w.data_start; i < w.bytes.size(); ++i) {
+    std::string bad = w.bytes;
+    bad[i] ^= static_cast<char>(1 << (i % 8));
+    const std::string e = error_of([&] { ts::parse_safetensors(bad, "m.tstep"); });
+    const char* tensor = i < w.data_start + 64 * 4 ? "'a'" : "'b'";
+    EXPECT_NE(e.find("m.tstep: tensor " + std::string(tensor) + " is corrupt: checksum "), std::string::npos)
+        << i << ": " << e;
+    EXPECT_NE(e.find("expected "), std::string::npos) << e;
+  }
+}
+
+TEST(SafeTensorsChecksums, EveryFlippedHeaderBitIsCaught) {
+  const Written w = two_tensors();
+  for (size_t bit = 0; bit < w.data_start * 8; ++bit) {
+    std::string bad = w.bytes;
+    bad[bit / 8] ^= static_cast<char>(1 << (bit % 8));
+    EXPECT_THROW(ts::parse_safetensors(bad, "m.tstep"), ts::Error) << "bit " << bit;
+  }
+}
+
+TEST(SafeTensorsChecksums, AChangedMetadataValueFailsTheHeaderChecksum) {
+  const Written w = two_tensors();
+  // Same length, so only the checksum can notice: "trainstep" -> "trainstop".
+  std::string bad = w.bytes;
+  bad.replace(bad.find("trainstep"), 9, "trainstop");
+  EXPECT_NE(error_of([&] { ts::parse_safetensors(bad, "m.tstep"); })
+                .find("m.tstep: the header is corrupt: header checksum "),
+            std::string::npos);
+}
+
+TEST(SafeTensorsChecksums, FilesWithoutChecksumsStillLoad) {
+  const Written w = two_tensors();
+  ts::SafeTensors st = ts::parse_safetensors(without_checksums(w.bytes), "old.tstep");
+  EXPECT_FALSE(st.checksummed);
+  EXPECT_FALSE(ts::has_checksums(st.metadata));
+  ts::SafeTensors now = ts::parse_safetensors(w.bytes, "new.tstep");
+  ASSERT_EQ(st.tensors.size(), now.tensors.size());
+  for (size_t i = 0; i < st.tensors.size(); ++i)
+    EXPECT_EQ(std::memcmp(st.tensors[i].second.view.data, now.tensors[i].second.view.data,
+                          now.tensors[i].second.view.nbytes()), 0);
+}
+
+TEST(SafeTensorsChecksums, PartialChecksumKeysAreRefused) {
+  const Written w = two_tensors();
+  uint64_t n;
+  std::memcpy(&n, w.bytes.data(), 8);
+  nlohmann::json h = nlohmann::json::parse(w.bytes.substr(8, n));
+  h["__metadata__"].erase(ts::kHeaderChecksumKey);
+  EXPECT_NE(error_of([&] { ts::parse_safetensors(raw(h.dump(), w.bytes.substr(8 + n)), "m"); })
+                .find("m: the header is damaged: it has checksums but no 'header_checksum' entry"),
+            std::string::npos);
+}
+
+TEST(SafeTensorsChecksums, ReadingTheFileChecksAsParsingDoes) {
+  const std::string dir = make_temp_dir();
+  const Written w = two_tensors();
+  std::string bad = w.bytes;
+  bad.back() ^= 1;
+  const std::string path = dir + "/bad.ckpt";
+  ts::write_file_atomic(path, bad.data(), bad.size());
+  EXPECT_NE(error_of([&] { ts::read_safetensors(path); }).find(path + ": tensor 'b' is corrupt"),
+            std::string::npos);
+  // The header alone is fine: metadata readers see no damage in the data.
+  EXPECT_EQ(ts::read_safetensors_metadata(path).at("format"), "trainstep");
+}
+
+TEST(SafeTensorsChecksums, ChecksummerMatchesOneShotHash) {
+  const Written w = two_tensors();
+  ts::Checksummer c;
+  for (size_t i = 0; i < w.bytes.size(); i += 7) c.update(w.bytes.data() + i, std::min<size_t>(7, w.bytes.size() - i));
+  EXPECT_EQ(c.hex(), ts::checksum_hex(w.bytes.data(), w.bytes.size()));
 }

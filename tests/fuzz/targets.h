@@ -21,8 +21,9 @@ void program(const uint8_t* data, size_t size);
 // IR text -> parse_function; a parsed function must print and re-parse to
 // the same text; then the compiler passes and the memory plan.
 void ir_text(const uint8_t* data, size_t size);
-// safetensors bytes -> parse_safetensors (header, offsets, data bounds); a
-// parsed file must serialize and re-parse to the same tensors.
+// safetensors bytes -> parse_safetensors (header, offsets, data bounds,
+// checksums); a parsed file must serialize and re-parse to the same tensors,
+// and one flipped bit anywhere in the re-serialized file must be caught.
 void safetensors(const uint8_t* data, size_t size);
 // A checkpoint file -> Session::load_checkpoint on a tiny artifact, then the
 // trainer's resume metadata; a rejected checkpoint must leave the session's
