@@ -76,6 +76,7 @@ void add_bench(CLI::App& app, Action& action) {
       using clock = std::chrono::steady_clock;
       auto t0 = clock::now();
       auto s = ts::Session::open(*path, *sopts);
+      note_if_unchecked(*path, s->artifact().tensors.checksummed);
       double compile_s = std::chrono::duration<double>(clock::now() - t0).count();
       const ts::Artifact& a = s->artifact();
       std::vector<ts::Tensor> xs;

@@ -49,6 +49,7 @@ void add_inspect(CLI::App& app, Action& action) {
   cmd->callback([=, &action] {
     action = [=] {
       ts::Artifact a = ts::load_artifact(*path);
+      note_if_unchecked(*path, a.tensors.checksummed);
       const ts::Program& p = a.program;
       if (!ir->empty()) {
         ts::Function f = p.function(*ir);

@@ -6,6 +6,8 @@
 #include "commands.h"
 #include "trainstep/error.h"
 #include "data/dataset.h"
+#include "io/checksum.h"
+#include "runtime/artifact.h"
 #include "ir/program.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
@@ -108,6 +110,7 @@ void add_train(CLI::App& app, Action& action) {
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
+      note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
       auto tr = ts::open_dataset(c->data, ts::Split::Train);
       auto te = ts::open_dataset(c->data, ts::Split::Test);
       std::printf("training %s: %lld train / %lld test samples (%s), batch %lld\n",
@@ -152,7 +155,8 @@ void add_eval(CLI::App& app, Action& action) {
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
-      if (!ckpt->empty()) s->load_checkpoint(*ckpt);
+      note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
+      if (!ckpt->empty()) note_if_unchecked(*ckpt, ts::has_checksums(s->load_checkpoint(*ckpt)));
       auto te = ts::open_dataset(c->data, ts::Split::Test);
       print_eval("test", ts::evaluate(*s, *te));
       return 0;

@@ -144,6 +144,7 @@ void add_verify(CLI::App& app, Action& action) {
     action = [=] {
       auto s = ts::Session::open(*path, *sopts);
       const ts::Artifact& a = s->artifact();
+      note_if_unchecked(*path, a.tensors.checksummed);
       const ts::json& g = a.program.golden;
       if (!g.contains("steps")) ts::fail(*path + ": the artifact has no golden trace");
       std::string failed;

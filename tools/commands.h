@@ -26,6 +26,10 @@ void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0);
 // that can import torch; returns its exit status.
 int run_python(const char* argv0, const std::vector<std::string>& module_args);
 void add_run_program(CLI::App& app, Action& action);
+void add_check(CLI::App& app, Action& action);
+
+// One line on stderr when `path` has no checksums (written before them).
+void note_if_unchecked(const std::string& path, bool checksummed);
 
 // --threads and the compiler switches (--no-fusion, --no-inplace,
 // --no-cleanup), shared by every command that opens a session.

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,25 @@ class Checksummer {
   void* state_;  // XXH3_state_t, kept out of this header
 };
 
+// Checksums of several byte streams, fed in pieces in stream order. With
+// `background`, the hashing runs on one extra thread while the caller goes
+// on (reading the next piece of a file), so a load costs about what reading
+// alone does; without, add() hashes at once. A piece's bytes must stay valid
+// and unchanged until finish().
+class StreamChecksums {
+ public:
+  StreamChecksums(size_t streams, bool background);
+  ~StreamChecksums();  // waits for the thread
+  StreamChecksums(const StreamChecksums&) = delete;
+  StreamChecksums& operator=(const StreamChecksums&) = delete;
+  void add(size_t stream, const void* data, size_t size);
+  std::vector<std::string> finish();  // the hex checksum of each stream
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // One tensor's header entry, as it takes part in the header checksum.
 struct ChecksumEntry {
   std::string name, dtype;  // dtype as spelled in the file ("F32")
@@ -55,5 +75,8 @@ std::string header_checksum(const std::map<std::string, std::string>& metadata,
 bool has_checksums(const std::map<std::string, std::string>& metadata);
 // Removes the three checksum keys (a writer recomputes them).
 void strip_checksums(std::map<std::string, std::string>& metadata);
+
+// The one-line notice a command prints for a file without checksums.
+std::string unchecked_notice(const std::string& path);
 
 }  // namespace ts

@@ -1,5 +1,7 @@
 #include "runtime/artifact.h"
 
+#include "runtime/formats.h"
+
 namespace ts {
 
 const HostTensor& Artifact::tensor(const std::string& name) const {
@@ -8,15 +10,17 @@ const HostTensor& Artifact::tensor(const std::string& name) const {
   return *t;
 }
 
-Artifact load_artifact(const std::string& path) {
+Artifact load_artifact(const std::string& path) { return load_artifact(path, read_safetensors(path)); }
+
+Artifact load_artifact(const std::string& path, SafeTensors tensors) {
   Artifact a;
   a.path = path;
-  a.tensors = read_safetensors(path);
+  a.tensors = std::move(tensors);
   auto meta = [&](const char* k) -> std::string {
     auto it = a.tensors.metadata.find(k);
     return it == a.tensors.metadata.end() ? std::string() : it->second;
   };
-  if (meta("format") != "trainstep")
+  if (meta("format") != kArtifactFormat)
     fail(path + ": not a trainstep artifact (no 'format: trainstep' in its header)");
   if (meta("format_version") != std::to_string(kFormatVersion))
     fail(path + ": unsupported format version '" + meta("format_version") +

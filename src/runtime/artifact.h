@@ -20,5 +20,7 @@ struct Artifact {
 // load → verify: reads the file, checks the container, the format version,
 // the program (structure, ops, types) and the initial state.
 Artifact load_artifact(const std::string& path);
+// The same checks on a file already read (and its checksums checked).
+Artifact load_artifact(const std::string& path, SafeTensors tensors);
 
 }  // namespace ts

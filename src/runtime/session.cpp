@@ -9,13 +9,12 @@
 #include "io/safetensors.h"
 #include "runtime/artifact.h"
 #include "runtime/executor.h"
+#include "runtime/formats.h"
 #include "runtime/nonfinite.h"
 
 namespace ts {
 
 namespace {
-constexpr const char* kCheckpointFormat = "trainstep-checkpoint";
-constexpr const char* kCheckpointVersion = "1";
 
 // Tensor::type() copies the shape: compare in place, this runs every step.
 bool has_type(const Tensor& t, const TensorType& want) {

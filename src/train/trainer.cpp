@@ -10,6 +10,7 @@
 
 #include "data/batcher.h"
 #include "data/prefetcher.h"
+#include "io/checksum.h"
 #include "io/safetensors.h"
 #include "ir/program.h"
 #include "train/checkpoints.h"
@@ -98,6 +99,7 @@ ResumePoint read_resume_point(const std::map<std::string, std::string>& meta,
     return whole(v, [](const std::string& x, size_t* p) { return std::stod(x, p); });
   };
   ResumePoint r;
+  r.checksummed = has_checksums(meta);
   try {
     r.epoch = to_int(get("epoch"));
     r.batch = to_int(opt("data_position", "0"));  // absent before mid-epoch checkpoints
@@ -138,6 +140,13 @@ struct Position {
   }
 };
 
+// The error names the file already, as a rule; then it is not said twice.
+void skip_warning(const std::string& path, const std::string& error) {
+  const bool named = error.compare(0, path.size() + 2, path + ": ") == 0;
+  std::fprintf(stderr, "warning: skipping checkpoint %s\n",
+               (named ? error : path + ": " + error).c_str());
+}
+
 // --resume auto: the newest checkpoint (step files of `dir`, and `save`)
 // that loads and resumes cleanly; a bad one is skipped with a warning.
 // Returns "" (session untouched) when there is none.
@@ -152,7 +161,7 @@ std::string resume_auto(Session& s, const std::string& dir, const std::string& s
       ResumePoint r = read_resume_point(meta, p);
       found.push_back({{std::stoll(meta.at("step")), r.epoch, r.batch}, p});
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "warning: skipping checkpoint %s: %s\n", p.c_str(), e.what());
+      skip_warning(p, e.what());
     }
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return b.first < a.first; });
@@ -161,7 +170,7 @@ std::string resume_auto(Session& s, const std::string& dir, const std::string& s
       rp = read_resume_point(s.load_checkpoint(p), p);  // checks everything before changing state
       return p;
     } catch (const Error& e) {
-      std::fprintf(stderr, "warning: skipping checkpoint %s: %s\n", p.c_str(), e.what());
+      skip_warning(p, e.what());
     }
   }
   return "";
@@ -197,6 +206,8 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     rp = read_resume_point(s.load_checkpoint(o.resume), o.resume);
     result.resumed_from = o.resume;
   }
+  if (o.progress && !result.resumed_from.empty() && !rp.checksummed)
+    std::fprintf(stderr, "%s\n", unchecked_notice(result.resumed_from).c_str());
   if (!result.resumed_from.empty()) {
     if (o.lr < 0) base_lr = rp.base_lr;
     if (schedule_spec.empty()) schedule_spec = rp.lr_schedule;

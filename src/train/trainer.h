@@ -72,6 +72,7 @@ struct ResumePoint {
   int64_t accumulate = 1;     // batches per optimizer step (absent in older checkpoints: 1)
   double epoch_loss_sum = 0;  // the current epoch's losses so far, for its report
   int64_t epoch_loss_count = 0;
+  bool checksummed = true;  // false: an old checkpoint without checksums
 };
 // Throws ts::Error naming `path` when a field is missing or malformed.
 ResumePoint read_resume_point(const std::map<std::string, std::string>& meta,

@@ -123,19 +123,37 @@ def safetensors_bytes(tensors, meta):
     return data
 
 
-put("safetensors", "three.safetensors", safetensors_bytes(
+def without_checksums(data):
+    """The same file as written before checksums: a mutated data byte then
+    reaches the parser's later checks instead of failing the checksum."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    header["__metadata__"] = safetensors_io.without_checksums(header["__metadata__"])
+    if not header["__metadata__"]:
+        del header["__metadata__"]
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + n:]
+
+
+def put_both(target, name, data):
+    put(target, name, data)
+    put(target, "legacy_" + name, without_checksums(data))
+
+
+put_both("safetensors", "three.safetensors", safetensors_bytes(
     {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.tensor([1, -2], dtype=torch.int64),
      "c": torch.tensor([True, False, True])}, {"k": "v"}))
-put("safetensors", "empty.safetensors", safetensors_bytes({}, {}))
-put("safetensors", "scalar.safetensors", safetensors_bytes({"s": torch.tensor(2.5, dtype=torch.float64)}, {}))
+put_both("safetensors", "empty.safetensors", safetensors_bytes({}, {}))
+put_both("safetensors", "scalar.safetensors", safetensors_bytes({"s": torch.tensor(2.5, dtype=torch.float64)}, {}))
 
 CKPT_META = {"format": "trainstep-checkpoint", "format_version": "1", "model": "tiny",
              "step": "12", "seed": "3", "lr": "0.5", "nonfinite_skips": "1", "epoch": "1",
              "data_position": "4", "base_lr": "0.5", "lr_schedule": "step:1:0.7",
              "lr_schedule_unit": "epoch", "epoch_loss_sum": "2.5", "epoch_loss_count": "3"}
 w = torch.arange(12, dtype=torch.float32).reshape(4, 3) / 10
-put("checkpoint", "tiny.ckpt", safetensors_bytes({"w": w}, CKPT_META))
-put("checkpoint", "per_step.ckpt", safetensors_bytes({"w": w}, dict(
+put_both("checkpoint", "tiny.ckpt", safetensors_bytes({"w": w}, CKPT_META))
+put_both("checkpoint", "per_step.ckpt", safetensors_bytes({"w": w}, dict(
     CKPT_META, lr_schedule="seq:linear:0.1:1:100|cosine:900:0:100", lr_schedule_unit="step")))
 
 

@@ -12,8 +12,11 @@ reimplementation can match eager more closely than that:
              weight gradient by ~1/sqrt(#terms) ~ 5e-3 of its scale, and SGD
              at lr 0.05 with momentum and BatchNorm grows that ~10x a step.
              The losses themselves agree to 1e-6 (checked at 1e-5).
-  mobilenet  eager 1.4e-4, C++ 2.2e-5 -> tol 1e-3 (Adam eps=1e-5, see
-             tests/python/specs/mnist_adam_amsgrad.py for why not 1e-8).
+  mobilenet  eager 1.4e-4, C++ 2.2e-5 on an AMD EPYC; eager 1.3e-2, C++
+             2.7e-3 on an Intel Xeon (both AVX-512; oneDNN and eager pick
+             other kernels there, and Hardswish kinks then flip) -> tol 3e-2
+             (Adam eps=1e-5, see tests/python/specs/mnist_adam_amsgrad.py
+             for why not 1e-8).
   mlp        eager 1.5e-6, C++ 2.2e-7 -> tol 1e-4.
   vae        eager 4.5e-5, C++ 1.2e-5 -> tol 1e-3 (pytorch/examples' Adam,
              eps=1e-8); its 5 losses, drawn with randn_like from the shared
@@ -36,7 +39,7 @@ EXAMPLES = os.path.join(ROOT, "examples")
 # output is nearly constant until later in training)
 MODELS = {
     "resnet": (0.2, "idx:{small}", 2, True),
-    "mobilenet": (1e-3, "idx:{small}", 3, False),
+    "mobilenet": (3e-2, "idx:{small}", 3, False),
     "mlp_regression": (1e-4, "friedman1:1:2048:512", 3, True),
     "vae": (1e-3, "autoencode:idx:{small}", 2, True),
 }

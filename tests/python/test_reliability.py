@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import struct
 import signal
 import subprocess
 import sys
@@ -119,19 +120,43 @@ def test_sigint_exits_130_with_a_checkpoint(mnist_adadelta, small_data, tmp_path
     assert m and _load(m.group(2))[1]["step"] == m.group(1), out
 
 
-def test_resume_auto_skips_a_corrupt_checkpoint(straight, mnist_adadelta, small_data, tmp_path):
+def _truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])  # the header is fine, the data is not
+    return None
+
+
+def _flip_data_bit(path):
+    """Flips one bit in the middle of the file's last tensor; returns its name."""
+    data = path.read_bytes()
+    (n,) = struct.unpack_from("<Q", data)
+    header = json.loads(data[8:8 + n])
+    name, entry = max(((k, v) for k, v in header.items() if k != "__metadata__"),
+                      key=lambda kv: kv[1]["data_offsets"][0])
+    begin, end = entry["data_offsets"]
+    d = bytearray(data)
+    d[8 + n + (begin + end) // 2] ^= 0x10
+    path.write_bytes(bytes(d))
+    return name
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_data_bit], ids=["truncated", "bit-flip"])
+def test_resume_auto_skips_a_corrupt_checkpoint(damage, straight, mnist_adadelta, small_data,
+                                                tmp_path):
     save = tmp_path / "m.ckpt"
     args = _args(mnist_adadelta, small_data, save, "--checkpoint-every", 4, "--keep", 5)
     p = _start_until(args, 9)
     p.kill()
     p.wait()
     ckdir = tmp_path / "m.checkpoints"
-    newest = max(ckdir.iterdir())
-    data = newest.read_bytes()
-    newest.write_bytes(data[:len(data) // 2])  # truncated: the header is fine, the data is not
+    newest = max(ckdir.glob("step-*.ckpt"))
+    tensor = damage(newest)
     out = run(*args, "--resume", "auto")
     assert f"warning: skipping checkpoint {newest}" in out.stderr, out.stderr
-    assert "resuming from" in out.stderr
+    if tensor:  # a flipped bit is named: file, tensor, checksums
+        assert re.search(rf"{re.escape(str(newest))}: tensor '{re.escape(tensor)}' is corrupt: "
+                         r"checksum [0-9a-f]{16}, expected [0-9a-f]{16}", out.stderr), out.stderr
+    assert "resuming from" in out.stderr and f"resuming from {newest}" not in out.stderr
     _assert_same_state(straight[0], save)
 
 
