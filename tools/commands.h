@@ -27,6 +27,18 @@ void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0);
 int run_python(const char* argv0, const std::vector<std::string>& module_args);
 void add_run_program(CLI::App& app, Action& action);
 
+// An integer option's lower bound: "--keep: must be an integer >= 1, got
+// '0'" (CLI11's PositiveNumber would print the range up to DBL_MAX).
+inline CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        long long v = 0;
+        if (CLI::detail::lexical_cast(s, v) && v >= lo) return "";
+        return "must be an integer >= " + std::to_string(lo) + ", got '" + s + "'";
+      },
+      "INT>=" + std::to_string(lo));
+}
+
 // --threads and the compiler switches (--no-fusion, --no-inplace,
 // --no-cleanup), shared by every command that opens a session.
 void add_session_flags(CLI::App* cmd, ts::SessionOptions& o);

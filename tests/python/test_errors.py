@@ -1,5 +1,6 @@
 """Bad input gets a one-line error naming the file and the problem, a
-non-zero exit, and no crash or hang."""
+non-zero exit (README "Errors and exit codes"), and no crash, hang or
+traceback."""
 import os
 import shutil
 
@@ -8,11 +9,12 @@ import pytest
 from conftest import ROOT, run
 
 
-def _one_line_error(p, *needles):
-    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+def _one_line_error(p, *needles, code=1, prefix="trainstep: "):
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
-    assert lines[0].startswith("trainstep: ") and "internal error" not in lines[0]
+    assert lines[0].startswith(prefix) and "internal error" not in lines[0], lines[0]
+    assert "Traceback" not in p.stderr
     for n in needles:
         assert n in lines[0], (n, lines[0])
     return lines[0]
@@ -103,3 +105,20 @@ def test_spec_without_build(tmp_path):
     spec.write_text("x = 1\n")
     p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
     assert p.returncode != 0 and "defines no build() function" in p.stderr
+
+
+# --- usage errors: exit 2, one line; --help still exits 0 -----------------
+
+@pytest.mark.parametrize("args", [
+    ("verify",), ("no-such-command",), ("verify", "a.tstep", "--no-such-flag"),
+    ("train", "a.tstep", "--data", "idx:x", "--keep", "0"), ("export", "spec.py"), (),
+])
+def test_usage_error_exits_2(args):
+    line = _one_line_error(run(*args, check=False), code=2)
+    assert "--help" in line
+
+
+def test_help_exits_0_and_lists_the_exit_codes():
+    p = run("--help")
+    assert "Usage" in p.stdout and "Exit status" in p.stdout and "3 verify mismatch" in p.stdout
+    assert run("export", "--help").returncode == 0
