@@ -24,7 +24,7 @@ import sys
 
 import torch
 
-from . import safe_pickle, safetensors_io
+from . import cli_errors, safe_pickle, safetensors_io
 from .checkpoint import FORMAT
 from .optim import STEP, Optimizer, UnsupportedOptimizer, state_name
 
@@ -258,18 +258,22 @@ def main(argv=None):
     exp.add_argument("artifact")
     exp.add_argument("checkpoint")
     exp.add_argument("--out", required=True)
+    for p in (imp, exp):
+        p.add_argument("--debug", action="store_true",
+                       help="on an error, also print the full Python traceback")
     a = ap.parse_args(argv)
-    try:
+
+    def body():
         if a.cmd == "import":
             meta = import_checkpoint(a.artifact, a.torch_file, a.out, a.seed, a.step)
             print(f"wrote {a.out}: step {meta['step']}, lr {meta['lr']}")
         else:
             export_checkpoint(a.artifact, a.checkpoint, a.out)
             print(f"wrote {a.out}")
-    except (InteropError, ValueError) as e:
-        print(f"trainstep: {a.cmd}-checkpoint: {e}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+    where = a.torch_file if a.cmd == "import" else a.checkpoint
+    return cli_errors.run(f"trainstep: {a.cmd}-checkpoint", body, where, debug=a.debug,
+                          known=(InteropError, ValueError), known_name_file=True)
 
 
 if __name__ == "__main__":
