@@ -136,7 +136,8 @@ void add_verify(CLI::App& app, Action& action) {
   auto trace = std::make_shared<bool>(false);
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
   cmd->add_option("--tol", *tol,
-                  "allowed max |got - golden| relative to the tensor's largest |golden|");
+                  "allowed max |got - golden| relative to the tensor's largest |golden|")
+      ->check(finite_at_least(0));
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
   cmd->add_flag("--trace", *trace,

@@ -2,6 +2,7 @@
 // main.cpp wires them up and turns ts::Error into a one-line message.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -37,6 +38,17 @@ inline CLI::Validator at_least(long long lo) {
         return "must be an integer >= " + std::to_string(lo) + ", got '" + s + "'";
       },
       "INT>=" + std::to_string(lo));
+}
+
+// A real option's lower bound; NaN and inf are refused too.
+inline CLI::Validator finite_at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        double v = 0;
+        if (CLI::detail::lexical_cast(s, v) && std::isfinite(v) && v >= lo) return "";
+        return "must be a finite number >= " + CLI::detail::to_string(lo) + ", got '" + s + "'";
+      },
+      "NUM>=" + CLI::detail::to_string(lo));
 }
 
 // --threads and the compiler switches (--no-fusion, --no-inplace,
