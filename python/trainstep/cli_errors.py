@@ -21,6 +21,21 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIRS = {os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")}
 
 
+class OutputError(Exception):
+    """An output path that cannot be written; raised before the work starts."""
+
+
+def check_output(path):
+    """Refuses `path` up front when its folder is missing (or it is a
+    folder), so the error names it, not a temp file next to it, and comes
+    before minutes of work."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise OutputError(f"{path}: is a folder; give a file name to write")
+    if not os.path.isdir(folder):
+        raise OutputError(f"{path}: cannot write it: the folder {folder} does not exist")
+
+
 def debug_requested(flag=False):
     return bool(flag) or os.environ.get("TRAINSTEP_DEBUG", "") not in ("", "0")
 
@@ -101,10 +116,11 @@ def run(prog, body, where, debug=False, known=(), user_file=None, known_name_fil
             msg = f"{e.filename}: {e.strerror}"  # a missing or unwritable file, not a bug
             if at and user_file and at.startswith(f"{user_file}:"):
                 msg = f"{at}: {msg}"
-        elif isinstance(e, known):
+        elif isinstance(e, (OutputError, *known)):
             msg = str(e)
             # load_spec's errors about the file already start with its name.
-            if not known_name_file and not msg.startswith(f"{where}:"):
+            if not known_name_file and not isinstance(e, OutputError) \
+                    and not msg.startswith(f"{where}:"):
                 msg = f"{at or where}: {msg}"
         else:
             msg = f"{at or where}: {one_line(e)}" + ("" if debug else f" {_DEBUG_HINT}")

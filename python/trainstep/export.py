@@ -168,6 +168,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     def body():
+        cli_errors.check_output(a.out)
         program = export(a.spec, a.out, a.golden_steps, a.seed, grads=a.grads or None,
                          trace_values=a.trace_values)
         hist = collections.Counter(n["op"] for n in program["functions"]["train_step"]["nodes"])

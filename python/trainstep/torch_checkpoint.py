@@ -264,6 +264,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     def body():
+        cli_errors.check_output(a.out)
         if a.cmd == "import":
             meta = import_checkpoint(a.artifact, a.torch_file, a.out, a.seed, a.step)
             print(f"wrote {a.out}: step {meta['step']}, lr {meta['lr']}")

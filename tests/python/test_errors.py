@@ -116,6 +116,7 @@ def test_spec_without_build(tmp_path):
 @pytest.mark.parametrize("args", [
     ("verify",), ("no-such-command",), ("verify", "a.tstep", "--no-such-flag"),
     ("train", "a.tstep", "--data", "idx:x", "--keep", "0"), ("export", "spec.py"), (),
+    ("verify", "a.tstep", "--tol", "nan"),
 ])
 def test_usage_error_exits_2(args):
     line = _one_line_error(run(*args, check=False), code=2)
@@ -216,6 +217,14 @@ def test_missing_spec_is_one_line(tmp_path):
     spec = tmp_path / "nope.py"
     p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
     assert _one_line_error(p, prefix="trainstep export: ") == f"trainstep export: {spec}: no such file"
+
+
+def test_output_folder_is_checked_before_the_work(tmp_path):
+    """The error names the output, not the temp file beside it."""
+    out = tmp_path / "none" / "x.tstep"
+    p = run("export", os.path.join(ROOT, "examples", "mnist", "spec.py"), "--out", out, check=False)
+    _one_line_error(p, f"{out}: cannot write it: the folder {out.parent} does not exist",
+                    prefix="trainstep export: ")
 
 
 INTERRUPTIBLE = """import os, time
