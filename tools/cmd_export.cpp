@@ -112,7 +112,8 @@ int run_python(const char* argv0, const std::vector<std::string>& module_args) {
   setenv("PYTHONPATH", pp.c_str(), 1);
   setenv("TRAINSTEP_BIN", exe.c_str(), 1);
   std::string py = find_python();
-  std::vector<std::string> args{py, "-m"};
+  // trainstep.launch turns even an import failure or an early Ctrl-C into one line.
+  std::vector<std::string> args{py, "-m", "trainstep.launch"};
   args.insert(args.end(), module_args.begin(), module_args.end());
   int sig = 0;
   int rc = spawn_wait(args, false, &sig);

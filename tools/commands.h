@@ -23,8 +23,8 @@ void add_bench(CLI::App& app, Action& action);
 void add_lr_schedule(CLI::App& app, Action& action);
 void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0);
 
-// Runs `python -m MODULE ARGS...` of python/trainstep with an interpreter
-// that can import torch; returns its exit status.
+// Runs MODULE.main(ARGS) of python/trainstep (through trainstep.launch)
+// with an interpreter that can import torch; returns its exit status.
 int run_python(const char* argv0, const std::vector<std::string>& module_args);
 void add_run_program(CLI::App& app, Action& action);
 

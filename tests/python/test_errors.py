@@ -227,6 +227,17 @@ def test_output_folder_is_checked_before_the_work(tmp_path):
                     prefix="trainstep export: ")
 
 
+def test_python_without_torch_is_one_line(tmp_path):
+    """A torch that fails to import (here a stand-in shadowing the real one)."""
+    fake = tmp_path / "shadow" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('simulated: no torch here', name='torch')\n")
+    env = dict(os.environ, TRAINSTEP_PYTHON=sys.executable, PYTHONPATH=str(fake.parent))
+    p = subprocess.run([BIN, "export", os.path.join(ROOT, "examples", "mnist", "spec.py"), "--out",
+                        str(tmp_path / "x.tstep")], capture_output=True, text=True, env=env)
+    _one_line_error(p, "cannot import torch: simulated: no torch here", "TRAINSTEP_PYTHON")
+
+
 INTERRUPTIBLE = """import os, time
 
 def build():
