@@ -149,3 +149,14 @@ def test_torchscript_archive_is_refused(artifacts, tmp_path):
     assert p.stderr.strip() == (f"trainstep: import-checkpoint: {ts_file}: is a TorchScript "
                                 "archive (torch.jit.save), which holds code; trainstep reads "
                                 "only torch.save'd state dicts"), p.stderr
+
+
+def test_a_whole_pickled_module_is_refused(tmp_path):
+    """torch.save(model) pickles the class: refused, named; state_dict() is
+    what to save."""
+    m = torch.nn.Linear(2, 2)
+    path = tmp_path / "model.pt"
+    torch.save(m, path)
+    with pytest.raises(safe_pickle.RefusedGlobal) as e:
+        safe_pickle.load(str(path))
+    assert (e.value.module, e.value.name) == (type(m).__module__, type(m).__qualname__)
