@@ -13,6 +13,7 @@ the pre-1.6 format) with this module, exactly as torch.load would; where a
 torch lacks them it falls back to torch.load(weights_only=True).
 """
 import _compat_pickle
+import io
 import pickle
 import re
 from collections import OrderedDict
@@ -130,7 +131,9 @@ def load(path):
                 if _ser._is_torchscript_zip(z):
                     raise TorchScriptFile()
                 return _ser._load(z, "cpu", _Module, encoding="utf-8")
-        return _ser._legacy_load(f, "cpu", _Module, encoding="utf-8")
+        # From memory, not the file: torch tries a real file as the
+        # pre-0.4 tar format first, extracting its members (links too).
+        return _ser._legacy_load(io.BytesIO(f.read()), "cpu", _Module, encoding="utf-8")
 
 
 _TORCH_REFUSAL = re.compile(r"(?:Unsupported global: GLOBAL|Unsupported class) ([\w.]+)")

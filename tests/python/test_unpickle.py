@@ -160,3 +160,22 @@ def test_a_whole_pickled_module_is_refused(tmp_path):
     with pytest.raises(safe_pickle.RefusedGlobal) as e:
         safe_pickle.load(str(path))
     assert (e.value.module, e.value.name) == (type(m).__module__, type(m).__qualname__)
+
+
+def test_the_pre_0_4_tar_format_is_not_extracted(tmp_path, monkeypatch):
+    """torch would extract a tar's members (symlinks too) to a temp folder;
+    safe_pickle reads the legacy format from memory, so tar never opens."""
+    import tarfile
+
+    def refuse(*a, **k):
+        raise AssertionError("tarfile.open was called")
+    path = tmp_path / "old.pt"
+    with tarfile.open(path, "w") as tar:
+        for name in ("storages", "tensors", "pickle"):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/hostname"
+            tar.addfile(info)
+    monkeypatch.setattr(tarfile, "open", refuse)
+    with pytest.raises(Exception) as e:
+        safe_pickle.load(str(path))
+    assert not isinstance(e.value, AssertionError), e.value
