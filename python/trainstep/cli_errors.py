@@ -57,9 +57,8 @@ def _in(path, *folders):
 def locate(e, user_file=None):
     """'FILE:LINE' where `e` arose: the innermost frame in `user_file`, else
     the innermost one outside torch, trainstep and the standard library,
-    else outside torch; the
-    whole chain of causes counts (a wrapped error keeps the user's frame in
-    its cause). None when no frame qualifies."""
+    else outside torch. The whole chain of causes counts (a wrapped error
+    keeps the user's frame in its cause). None when no frame qualifies."""
     if isinstance(e, SyntaxError) and e.filename and e.lineno:
         return _shown(e.filename, user_file) + f":{e.lineno}"
     user = os.path.abspath(user_file) if user_file else None
