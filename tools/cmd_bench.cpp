@@ -66,8 +66,8 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
   cmd->add_option("--accumulate", *accumulate,
                   "time a step of N grad_steps + apply_grads instead (artifact with --grads)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", *steps, "timed steps")->check(CLI::PositiveNumber);
+      ->check(at_least(1));
+  cmd->add_option("--steps", *steps, "timed steps")->check(at_least(1));
   cmd->add_option("--warmup", *warmup, "untimed steps first");
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--profile", *profile, "time per op; share outside compute kernels");

@@ -1,6 +1,7 @@
 // `trainstep export SPEC.py --out NAME.tstep`: runs the Python exporter with
 // an interpreter that can import torch.
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,10 +9,13 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "commands.h"
+#include "exit_codes.h"
 #include "trainstep/error.h"
 
 extern char** environ;
@@ -20,7 +24,36 @@ namespace tscli {
 
 namespace {
 
-int spawn_wait(const std::vector<std::string>& args, bool quiet) {
+volatile sig_atomic_t g_child = 0;
+
+// SIGINT/SIGTERM sent to us by kill(1) (si_code <= 0) go on to the Python
+// child, so it stops and we report its status; a terminal's Ctrl-C
+// (SI_KERNEL) already reached the child through the process group.
+void forward(int sig, siginfo_t* info, void*) {
+  if (g_child > 0 && info && info->si_code <= 0) kill(g_child, sig);
+}
+
+struct ForwardSignals {
+  struct sigaction old_int {}, old_term {};
+  explicit ForwardSignals(pid_t child) {
+    g_child = child;
+    struct sigaction sa {};
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~ForwardSignals() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    g_child = 0;
+  }
+};
+
+// The child's exit status, 128 + N if signal N stopped it (also stored in
+// *signal_out), -1 if it could not start.
+int spawn_wait(const std::vector<std::string>& args, bool quiet, int* signal_out = nullptr) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -34,10 +67,13 @@ int spawn_wait(const std::vector<std::string>& args, bool quiet) {
   int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return -1;
+  ForwardSignals fwd(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (signal_out) *signal_out = WTERMSIG(status);
+  return exit_code::kSignalBase + WTERMSIG(status);
 }
 
 bool is_dir(const std::string& p) {
@@ -76,10 +112,17 @@ int run_python(const char* argv0, const std::vector<std::string>& module_args) {
   setenv("PYTHONPATH", pp.c_str(), 1);
   setenv("TRAINSTEP_BIN", exe.c_str(), 1);
   std::string py = find_python();
-  std::vector<std::string> args{py, "-m"};
+  // trainstep.launch turns even an import failure or an early Ctrl-C into one line.
+  std::vector<std::string> args{py, "-m", "trainstep.launch"};
   args.insert(args.end(), module_args.begin(), module_args.end());
-  int rc = spawn_wait(args, false);
+  int sig = 0;
+  int rc = spawn_wait(args, false, &sig);
   if (rc < 0) ts::fail("cannot run the Python side with '" + py + "'");
+  // Python prints its own errors; a signal it does not catch (SIGTERM, the
+  // OOM killer's SIGKILL) would leave none.
+  if (sig)
+    std::fprintf(stderr, "trainstep: %s (Python) stopped by signal %d (%s)\n",
+                 module_args[0].c_str(), sig, strsignal(sig));
   return rc;
 }
 

@@ -15,7 +15,7 @@ void add_lr_schedule(CLI::App& app, Action& action) {
   auto steps = std::make_shared<int64_t>(10);
   cmd->add_option("spec", *spec, "schedule spec (see --lr-schedule of train)")->required();
   cmd->add_option("--base-lr", *base, "base learning rate (default 0.1)");
-  cmd->add_option("--steps", *steps, "number of values (default 10)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", *steps, "number of values (default 10)")->check(at_least(0));
   cmd->callback([=, &action] {
     action = [=] {
       auto seq = ts::LrSchedule::parse(*spec).sequence(*base, *steps);

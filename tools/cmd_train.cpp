@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "exit_codes.h"
 #include "trainstep/error.h"
 #include "data/dataset.h"
 #include "io/checksum.h"
@@ -81,7 +82,7 @@ void add_train(CLI::App& app, Action& action) {
   auto o = std::make_shared<ts::TrainOptions>();
   add_common(cmd, *c);
   cmd->add_option("--epochs", o->epochs, "epochs to run now (after --resume: more epochs)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--lr", o->lr, "base learning rate (default: the optimizer's)");
   cmd->add_option("--lr-schedule", o->lr_schedule,
                   "constant | step:S:G | multistep:M1,M2,...:G | exp:G | cosine:T_MAX[:ETA_MIN] | "
@@ -97,16 +98,16 @@ void add_train(CLI::App& app, Action& action) {
                   "folder or --save (then --epochs is the run's total)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every,
                   "also write a checkpoint every N steps into the checkpoint folder")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "checkpoint folder (default: next to --save: out/m.ckpt -> out/m.checkpoints)");
   cmd->add_option("--keep", o->keep, "periodic checkpoints to keep (default 3)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
   cmd->add_option("--accumulate", o->accumulate,
                   "average the gradients of N batches per optimizer step (artifact exported "
                   "with --grads; default 1, or the resumed checkpoint's N)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
@@ -135,7 +136,7 @@ void add_train(CLI::App& app, Action& action) {
           std::printf("interrupted by %s after step %lld; checkpoint: %s (continue with --resume auto)\n",
                       name, (long long)s->step(), res.checkpoint.c_str());
         std::fflush(stdout);
-        return 128 + res.stopped_by;
+        return exit_code::kSignalBase + res.stopped_by;
       }
       if (res.skipped_steps)
         std::printf("non-finite steps skipped: %lld of %lld\n", (long long)res.skipped_steps,

@@ -1,6 +1,7 @@
 // `trainstep verify ARTIFACT`: replays the golden trace (eager PyTorch, same
 // RNG) in C++ and compares every loss, every final state tensor and the eval
-// outputs. Final line: "verify: ok" or "verify: FAILED <what>".
+// outputs. Final line: "verify: ok" or "verify: FAILED <what>" (exit status
+// 3, exit_codes.h: a mismatch, not an unreadable artifact).
 //
 // --trace first runs golden step 0 through the unoptimised train_step and
 // compares every node's value with the eager value the exporter recorded
@@ -9,6 +10,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "exit_codes.h"
 #include "trainstep/error.h"
 #include "ir/program.h"
 #include "runtime/artifact.h"
@@ -134,7 +136,8 @@ void add_verify(CLI::App& app, Action& action) {
   auto trace = std::make_shared<bool>(false);
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
   cmd->add_option("--tol", *tol,
-                  "allowed max |got - golden| relative to the tensor's largest |golden|");
+                  "allowed max |got - golden| relative to the tensor's largest |golden|")
+      ->check(finite_at_least(0));
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
   cmd->add_flag("--trace", *trace,
@@ -207,10 +210,10 @@ void add_verify(CLI::App& app, Action& action) {
       check("eval sample_loss", s->eval_sample_loss(), a.tensor("golden/eval/sample_loss").view);
       if (!failed.empty()) {
         std::printf("verify: FAILED %s\n", failed.c_str());
-        return 1;
+        return exit_code::kMismatch;
       }
       std::printf("verify: ok\n");
-      return 0;
+      return exit_code::kOk;
     };
   });
 }

@@ -2,6 +2,7 @@
 // main.cpp wires them up and turns ts::Error into a one-line message.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -22,14 +23,37 @@ void add_bench(CLI::App& app, Action& action);
 void add_lr_schedule(CLI::App& app, Action& action);
 void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0);
 
-// Runs `python -m MODULE ARGS...` of python/trainstep with an interpreter
-// that can import torch; returns its exit status.
+// Runs MODULE.main(ARGS) of python/trainstep (through trainstep.launch)
+// with an interpreter that can import torch; returns its exit status.
 int run_python(const char* argv0, const std::vector<std::string>& module_args);
 void add_run_program(CLI::App& app, Action& action);
 void add_check(CLI::App& app, Action& action);
 
 // One line on stderr when `path` has no checksums (written before them).
 void note_if_unchecked(const std::string& path, bool checksummed);
+
+// An integer option's lower bound: "--keep: must be an integer >= 1, got
+// '0'" (CLI11's PositiveNumber would print the range up to DBL_MAX).
+inline CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        long long v = 0;
+        if (CLI::detail::lexical_cast(s, v) && v >= lo) return "";
+        return "must be an integer >= " + std::to_string(lo) + ", got '" + s + "'";
+      },
+      "INT>=" + std::to_string(lo));
+}
+
+// A real option's lower bound; NaN and inf are refused too.
+inline CLI::Validator finite_at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        double v = 0;
+        if (CLI::detail::lexical_cast(s, v) && std::isfinite(v) && v >= lo) return "";
+        return "must be a finite number >= " + CLI::detail::to_string(lo) + ", got '" + s + "'";
+      },
+      "NUM>=" + CLI::detail::to_string(lo));
+}
 
 // --threads and the compiler switches (--no-fusion, --no-inplace,
 // --no-cleanup), shared by every command that opens a session.

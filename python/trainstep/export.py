@@ -15,7 +15,7 @@ import sys
 import torch
 
 from . import FORMAT_VERSION, TrainSpec
-from . import capture, golden, provenance, safetensors_io
+from . import capture, cli_errors, golden, provenance, safetensors_io
 from .optim import UnsupportedOptimizer
 
 
@@ -28,6 +28,8 @@ def load_spec(path):
         raise ExportError(f"{path}: no such file")
     mod_name = "trainstep_spec_" + os.path.splitext(os.path.basename(path))[0]
     s = importlib.util.spec_from_file_location(mod_name, path)
+    if s is None:  # importlib knows no loader for the name (not NAME.py)
+        raise ExportError(f"{path}: not a Python file (expected SPEC.py)")
     mod = importlib.util.module_from_spec(s)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
@@ -161,17 +163,20 @@ def main(argv=None):
                          "gradients by name)")
     ap.add_argument("--trace-values", action="store_true",
                     help="record every train_step node's eager value on golden step 0 (verify --trace)")
+    ap.add_argument("--debug", action="store_true",
+                    help="on an error, also print the full Python traceback")
     a = ap.parse_args(argv)
-    try:
+
+    def body():
+        cli_errors.check_output(a.out)
         program = export(a.spec, a.out, a.golden_steps, a.seed, grads=a.grads or None,
                          trace_values=a.trace_values)
-    except (ExportError, capture.CaptureError) as e:
-        print(f"trainstep export: {a.spec}: {e}", file=sys.stderr)
-        return 1
-    hist = collections.Counter(n["op"] for n in program["functions"]["train_step"]["nodes"])
-    print(f"exported {a.out}: {program['name']}, train_step {sum(hist.values())} nodes, "
-          f"{len(hist)} distinct ops, {len(program['state'])} state tensors")
-    return 0
+        hist = collections.Counter(n["op"] for n in program["functions"]["train_step"]["nodes"])
+        print(f"exported {a.out}: {program['name']}, train_step {sum(hist.values())} nodes, "
+              f"{len(hist)} distinct ops, {len(program['state'])} state tensors")
+        return 0
+    return cli_errors.run("trainstep export", body, a.spec, debug=a.debug,
+                          known=(ExportError, capture.CaptureError), user_file=a.spec)
 
 
 if __name__ == "__main__":

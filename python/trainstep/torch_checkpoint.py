@@ -24,7 +24,7 @@ import sys
 
 import torch
 
-from . import safetensors_io
+from . import cli_errors, safe_pickle, safetensors_io
 from .checkpoint import FORMAT
 from .optim import STEP, Optimizer, UnsupportedOptimizer, state_name
 
@@ -71,6 +71,9 @@ def _model_state(program, sd, src):
             continue
         if name not in sd:
             raise InteropError(f"{src}: the model state_dict has no '{name}'")
+        if not isinstance(sd[name], torch.Tensor):
+            raise InteropError(f"{src}: model '{name}' is a {type(sd[name]).__name__}, "
+                               "not a tensor")
         _check_tensor(f"{src}: model '{name}'", sd[name], spec)
         out[name] = sd[name].detach().clone().contiguous()
     for name, t in sd.items():
@@ -110,14 +113,31 @@ def _check_groups(opt, groups, src):
                 f"{mine.lr_scale:g} x (group LR ratios are fixed at export)")
 
 
+def _load_torch_file(path):
+    """torch.load without running code from the file (safe_pickle)."""
+    try:
+        return safe_pickle.load(path)
+    except safe_pickle.TorchScriptFile:
+        raise InteropError(f"{path}: is a TorchScript archive (torch.jit.save), which holds "
+                           "code; trainstep reads only torch.save'd state dicts") from None
+    except OSError as e:
+        raise InteropError(f"{path}: {e.strerror or e}") from None
+    except Exception as e:  # torch raises many kinds of errors for bad files
+        refused = safe_pickle.refusal(e)
+        if refused:
+            raise InteropError(
+                f"{path}: refused to load: the pickle would build {refused.describe()}; "
+                "trainstep loads only tensors and plain containers from PyTorch files "
+                "(torch.save of state_dicts)") from None
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InteropError(f"{path}: cannot read it as a torch.save file: {first}") from None
+
+
 def import_checkpoint(artifact, torch_file, out, seed=0, step=None):
     """Writes a trainstep checkpoint from torch.save'd state dicts."""
     program = _program(artifact)
-    try:
-        d = torch.load(torch_file, map_location="cpu")
-    except Exception as e:  # torch raises many kinds of errors for bad files
-        raise InteropError(f"{torch_file}: cannot read it with torch.load: {e}")
-    if not isinstance(d, dict) or "model" not in d:
+    d = _load_torch_file(torch_file)
+    if not isinstance(d, dict) or not isinstance(d.get("model"), dict):
         raise InteropError(f"{torch_file}: expected a dict with 'model' (model.state_dict()) "
                            "and optionally 'optimizer' (optimizer.state_dict())")
     tensors = _model_state(program, d["model"], torch_file)
@@ -238,18 +258,23 @@ def main(argv=None):
     exp.add_argument("artifact")
     exp.add_argument("checkpoint")
     exp.add_argument("--out", required=True)
+    for p in (imp, exp):
+        p.add_argument("--debug", action="store_true",
+                       help="on an error, also print the full Python traceback")
     a = ap.parse_args(argv)
-    try:
+
+    def body():
+        cli_errors.check_output(a.out)
         if a.cmd == "import":
             meta = import_checkpoint(a.artifact, a.torch_file, a.out, a.seed, a.step)
             print(f"wrote {a.out}: step {meta['step']}, lr {meta['lr']}")
         else:
             export_checkpoint(a.artifact, a.checkpoint, a.out)
             print(f"wrote {a.out}")
-    except (InteropError, ValueError) as e:
-        print(f"trainstep: {a.cmd}-checkpoint: {e}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+    where = a.torch_file if a.cmd == "import" else a.checkpoint
+    return cli_errors.run(f"trainstep: {a.cmd}-checkpoint", body, where, debug=a.debug,
+                          known=(InteropError, ValueError), known_name_file=True)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def test_verify_detects_a_wrong_golden_trace(mnist_adadelta, tmp_path):
     bad = str(tmp_path / "bad.tstep")
     safetensors_io.save(bad, tensors, meta)
     p = run("verify", bad, check=False)
-    assert p.returncode == 1
+    assert p.returncode == 3  # a verify mismatch (tools/exit_codes.h)
     assert p.stdout.strip().splitlines()[-1] == "verify: FAILED state fc2.bias"
 
 

@@ -49,7 +49,7 @@ def test_corrupted_value_is_reported_at_its_node(traced, tmp_path, op):
     bad = str(tmp_path / "corrupt.tstep")
     safetensors_io.save(bad, tensors, meta)
     p = run("verify", bad, "--trace", "-q", check=False)
-    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.returncode == 3, p.stdout + p.stderr  # a verify mismatch
     first = f"trace: first divergence at node '{node['name']}' ({op}) value '{value}'"
     assert first in p.stdout and "(1 of " in p.stdout, p.stdout
     assert p.stdout.strip().splitlines()[-1].startswith(f"verify: FAILED trace: node '{node['name']}'")
