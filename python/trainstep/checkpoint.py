@@ -5,8 +5,6 @@ state_dict names, optimizer state under "optim/…", and metadata (step, seed,
 lr, epoch, …). So `model.load_state_dict(trainstep.checkpoint.load_state_dict(p))`
 continues in PyTorch where the C++ run stopped.
 """
-import warnings
-
 from . import safetensors_io
 
 FORMAT = "trainstep-checkpoint"
@@ -19,9 +17,7 @@ def load(path):
     tensors, meta = safetensors_io.load(path)
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not a trainstep checkpoint")
-    if not safetensors_io.has_checksums(meta):
-        warnings.warn(f"{path} has no checksums (written before trainstep checked file "
-                      "integrity), so damage to its data cannot be detected")
+    safetensors_io.warn_if_unchecked(path, meta)
     model = {k: v for k, v in tensors.items() if not k.startswith("optim/")}
     optim = {k: v for k, v in tensors.items() if k.startswith("optim/")}
     return model, optim, meta

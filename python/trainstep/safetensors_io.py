@@ -14,6 +14,7 @@ still load; `has_checksums(metadata)` tells them apart.
 import json
 import os
 import struct
+import warnings
 
 import numpy as np
 import torch
@@ -42,6 +43,20 @@ _CHECKSUM_KEYS = (ALGORITHM_KEY, TENSORS_KEY, HEADER_KEY)
 def has_checksums(metadata):
     """True if the file's metadata has checksums (the reader checked them)."""
     return any(k in metadata for k in _CHECKSUM_KEYS)
+
+
+class UncheckedFileWarning(UserWarning):
+    """A file from before checksums was read: damage to it cannot be seen."""
+
+
+def warn_if_unchecked(path, metadata):
+    """Warns (UncheckedFileWarning) when the file `path` had no checksums;
+    the CLIs print it as one notice line, as the C++ side does."""
+    if not has_checksums(metadata):
+        warnings.warn(UncheckedFileWarning(
+            f"{path} has no checksums (written before trainstep checked file integrity), so "
+            "damage to its data cannot be detected; re-export or re-save it to add them"),
+            stacklevel=2)
 
 
 def without_checksums(metadata):

@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 
 import torch
 
@@ -41,6 +42,7 @@ def _program(artifact):
     _, meta = safetensors_io.load(artifact)
     if meta.get("format") != "trainstep":
         raise InteropError(f"{artifact}: not a trainstep artifact")
+    safetensors_io.warn_if_unchecked(artifact, meta)
     return json.loads(meta["program"])
 
 
@@ -191,6 +193,7 @@ def export_checkpoint(artifact, ckpt, out):
     tensors, meta = safetensors_io.load(ckpt)
     if meta.get("format") != FORMAT:
         raise InteropError(f"{ckpt}: not a trainstep checkpoint")
+    safetensors_io.warn_if_unchecked(ckpt, meta)
     specs = _state_specs(program)
     for n, s in specs.items():
         if n not in tensors:
@@ -245,6 +248,12 @@ def _param_state(opt, g, n, tensors, step):
     return st
 
 
+def _notice(message, category, *_, **__):
+    """Warnings as one line each: 'notice: ...' for files without checksums."""
+    prefix = "notice" if issubclass(category, safetensors_io.UncheckedFileWarning) else "warning"
+    print(f"{prefix}: {message}", file=sys.stderr)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="trainstep torch-checkpoint")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -264,6 +273,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     def body():
+        warnings.simplefilter("always", safetensors_io.UncheckedFileWarning)
+        warnings.showwarning = _notice
         cli_errors.check_output(a.out)
         if a.cmd == "import":
             meta = import_checkpoint(a.artifact, a.torch_file, a.out, a.seed, a.step)

@@ -143,6 +143,27 @@ def test_old_files_without_checksums_load_with_a_notice(mnist_adadelta, checkpoi
     assert all(old[k].equal(new[k]) for k in new)
 
 
+def test_interop_commands_give_the_notice_too(mnist_adadelta, checkpoint, tmp_path):
+    old_art = _strip_checksums(mnist_adadelta, tmp_path / "old.tstep")
+    old_ck = _strip_checksums(checkpoint, tmp_path / "old.ckpt")
+    p = run("export-checkpoint", old_art, old_ck, "--out", tmp_path / "t.pt")
+    lines = p.stderr.strip().splitlines()
+    assert [ln.split(" has no checksums")[0] for ln in lines] == \
+        [f"notice: {old_art}", f"notice: {old_ck}"], p.stderr
+    p = run("import-checkpoint", mnist_adadelta, tmp_path / "t.pt", "--out", tmp_path / "n.ckpt")
+    assert not p.stderr  # a current artifact: nothing to say
+    p = run("check", tmp_path / "n.ckpt", "--artifact", mnist_adadelta)
+    assert "checksums OK" in p.stdout
+
+
+def test_a_corrupt_checkpoint_is_refused_by_export_checkpoint(mnist_adadelta, checkpoint, tmp_path):
+    tensor = _first_param(mnist_adadelta)
+    bad = _flip_in_tensor(checkpoint, tmp_path / "bad.ckpt", tensor)
+    p = run("export-checkpoint", mnist_adadelta, bad, "--out", tmp_path / "t.pt", check=False)
+    _assert_names_corrupt_tensor(_error_line(p), bad, tensor)
+    assert not (tmp_path / "t.pt").exists()
+
+
 def test_resaving_an_old_checkpoint_adds_checksums(mnist_adadelta, checkpoint, small_data,
                                                   tmp_path):
     old_ck = _strip_checksums(checkpoint, tmp_path / "old.ckpt")
