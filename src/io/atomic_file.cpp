@@ -93,6 +93,23 @@ FileReader::FileReader(const std::string& path) : path_(path) {
 
 FileReader::~FileReader() { ::close(fd_); }
 
+std::string FileReader::read_rest() {
+  // The size at open time is only a hint (the file may change, /proc files
+  // say 0): read until EOF in blocks.
+  std::string out;
+  out.reserve(size_);
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd_, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail(path_ + ": cannot read: " + errno_text(errno));
+    }
+    if (r == 0) return out;
+    out.append(buf, static_cast<size_t>(r));
+  }
+}
+
 void FileReader::read(void* dst, size_t n) {
   char* p = static_cast<char*>(dst);
   while (n > 0) {
@@ -107,35 +124,6 @@ void FileReader::read(void* dst, size_t n) {
   }
 }
 
-std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) fail(path + ": no such file");
-    fail(path + ": cannot read: " + errno_text(errno));
-  }
-  struct stat st {};
-  int e = ::fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
-  if (e != 0) {
-    ::close(fd);
-    fail(path + ": cannot read: " + errno_text(e));
-  }
-  // Size is only a hint (the file may change); read until EOF in blocks.
-  std::string out;
-  if (st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      e = errno;
-      ::close(fd);
-      fail(path + ": cannot read: " + errno_text(e));
-    }
-    if (r == 0) break;
-    out.append(buf, static_cast<size_t>(r));
-  }
-  ::close(fd);
-  return out;
-}
+std::string read_file(const std::string& path) { return FileReader(path).read_rest(); }
 
 }  // namespace ts

@@ -30,6 +30,7 @@ class FileReader {
   FileReader& operator=(const FileReader&) = delete;
   size_t size() const { return size_; }  // at open time
   void read(void* dst, size_t n);
+  std::string read_rest();  // from here to EOF, however long the file is by then
 
  private:
   std::string path_;

@@ -331,15 +331,25 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
       false, what);
 }
 
-SafeTensors read_safetensors(const std::string& path) {
-  FileReader in(path);
+namespace {
+
+// Reads and checks the header of an open file, leaving `in` at the data block.
+Layout read_layout(FileReader& in, const std::string& path, uint64_t& data_size) {
   char prefix[8] = {};
   if (in.size() >= 8) in.read(prefix, 8);
   const uint64_t n = header_length(prefix, in.size(), path);
   std::string text(n, '\0');
   in.read(text.data(), n);
-  const uint64_t data_size = in.size() - 8 - n;
-  Layout l = parse_layout(text.data(), n, data_size, path);
+  data_size = in.size() - 8 - n;
+  return parse_layout(text.data(), n, data_size, path);
+}
+
+}  // namespace
+
+SafeTensors read_safetensors(const std::string& path) {
+  FileReader in(path);
+  uint64_t data_size = 0;
+  Layout l = read_layout(in, path, data_size);
   return load_tensors(
       std::move(l), [&](char* dst, size_t k) { in.read(dst, k); },
       data_size >= kBackgroundHashBytes, path);
@@ -347,12 +357,8 @@ SafeTensors read_safetensors(const std::string& path) {
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
   FileReader in(path);
-  char prefix[8] = {};
-  if (in.size() >= 8) in.read(prefix, 8);
-  const uint64_t n = header_length(prefix, in.size(), path);
-  std::string text(n, '\0');
-  in.read(text.data(), n);
-  return parse_layout(text.data(), n, in.size() - 8 - n, path).metadata;
+  uint64_t data_size = 0;
+  return read_layout(in, path, data_size).metadata;
 }
 
 std::string serialize_safetensors(const std::map<std::string, std::string>& metadata,
