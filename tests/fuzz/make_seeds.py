@@ -1,10 +1,14 @@
 """Writes the fuzz targets' seed corpus (tests/fuzz/corpus/TARGET/), small
 valid inputs the fuzzers mutate. Run from the repo root:
-    /usr/bin/python3 tests/fuzz/make_seeds.py [ARTIFACT.tstep]
+    /usr/bin/python3 tests/fuzz/make_seeds.py [ARTIFACT.tstep [SMALL.tstep ...]]
 ARTIFACT (e.g. an export of examples/mnist/spec.py) adds its program JSON,
 which holds every op of the MNIST step, to the program seeds, and its steps
 as IR text before and after the compiler's passes (`build/trainstep inspect
---ir`, fused ops included) to the ir_text seeds."""
+--ir`, fused ops included) to the ir_text seeds. Each SMALL artifact (e.g.
+tests/python/specs/small_cnn.py, tied_lm.py, bn_cnn.py exported) adds its
+program as NAME.json, or its eval step alone as NAME_eval_only.json when the
+whole does not fit the fuzzer's 64 KiB inputs: their shapes are small
+enough that the program target builds the kernels and runs a step."""
 import gzip
 import json
 import os
@@ -73,6 +77,20 @@ if len(sys.argv) > 1:
                                "eval_step": prog["functions"]["eval_step"]})
     put("program", "mnist_eval_only.json", json.dumps(ev, separators=(",", ":")))
     bin_ = os.environ.get("TRAINSTEP_BIN", os.path.join(ROOT, "build", "trainstep"))
+    for small in sys.argv[2:]:
+        _, meta = safetensors_io.load(small)
+        prog = json.loads(meta["program"])
+        prog.pop("golden", None)  # bytes the fuzzer would only mutate into noise
+        for f in prog["functions"].values():
+            for n in f["nodes"]:
+                n.pop("source", None)
+        text = json.dumps(prog, separators=(",", ":"))
+        if len(text) <= 65536:
+            put("program", prog["name"] + ".json", text)
+        else:
+            ev = prog["functions"]["eval_step"]
+            put("program", prog["name"] + "_eval_only.json", json.dumps(
+                dict(prog, functions={"train_step": ev, "eval_step": ev}), separators=(",", ":")))
     for fn, flags, name in (("eval_step", [], "mnist_eval.txt"),
                             ("eval_step", ["--no-fusion", "--no-inplace", "--no-cleanup"],
                              "mnist_eval_plain.txt"),

@@ -1,8 +1,10 @@
 #include "targets.h"
 
 #include <fcntl.h>
+#include <omp.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "ir/program.h"
 #include "ir/text.h"
 #include "passes/pipeline.h"
+#include "runtime/executor.h"
 #include "runtime/memory_plan.h"
 #include "train/trainer.h"
 #include "trainstep/error.h"
@@ -53,18 +56,94 @@ std::string write_scratch(const char* name, const uint8_t* data, size_t size) {
   return path;
 }
 
+// Runs verified programs only when one step is cheap, so the fuzzer keeps
+// thousands of executions a second and no input can ask for gigabytes:
+// every value (and every unused declared output, which kernels may size
+// scratch by) at most kRunMaxElems elements, and the arena plus bound
+// inputs at most kRunMaxBytes. The seeds' small programs fit; MNIST's
+// batch-64 steps do not (their passes and plan are still fuzzed).
+constexpr int64_t kRunMaxElems = 64 * 1024;
+constexpr size_t kRunMaxBytes = 4u << 20;
+
+uint32_t fnv1a(const uint8_t* data, size_t size) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 16777619u;
+  return h;
+}
+
+bool small_enough_to_run(const ts::Function& f, const ts::MemoryPlan& plan) {
+  for (const auto& t : f.value_types)
+    if (t.numel() > kRunMaxElems) return false;
+  for (const auto& n : f.nodes)
+    for (const auto& t : n.declared)
+      if (t.numel() > kRunMaxElems) return false;
+  size_t bytes = plan.arena_bytes;
+  for (const auto& in : f.inputs) bytes += in.type.nbytes();
+  return bytes <= kRunMaxBytes;
+}
+
+// Deterministic input bytes valid for the dtype: floats from a small
+// pattern with zeros and negatives; integers in [0, 4) (plausible class
+// labels and indices), or with `hostile` also negative and huge ones, which
+// index kernels must refuse with a ts::Error; bools 0/1.
+void fill(const ts::HostTensor& t, bool hostile) {
+  const int64_t n = t.view.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = (i * 7 + 3) % 11;
+    const int64_t v = hostile && k >= 8 ? (k == 8 ? -1 : k == 9 ? INT32_MAX : INT64_MIN) : k % 4;
+    switch (t.view.dtype) {
+      case ts::DType::F32: t.view.as<float>()[i] = float(k - 5) / 4; break;
+      case ts::DType::F64: t.view.as<double>()[i] = double(k - 5) / 4; break;
+      case ts::DType::I64: t.view.as<int64_t>()[i] = v; break;
+      case ts::DType::I32: t.view.as<int32_t>()[i] = int32_t(v); break;
+      case ts::DType::U8: t.view.as<uint8_t>()[i] = uint8_t(v); break;
+      case ts::DType::Bool: t.view.as<uint8_t>()[i] = k & 1; break;
+    }
+  }
+}
+
+// Builds every kernel (make) and runs one step with every input bound, on
+// one thread: a team's barriers cost more than these small steps, and the
+// gtest replay's later tests get their OpenMP thread count back.
+void run_once(const ts::Function& f, ts::MemoryPlan plan, bool hostile) {
+  struct RestoreThreads {
+    int n = omp_get_max_threads();
+    ~RestoreThreads() { omp_set_num_threads(n); }
+  } restore;
+  ts::Executor ex(f, /*threads=*/1, std::move(plan));
+  std::vector<ts::HostTensor> in;
+  in.reserve(f.inputs.size());
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    in.emplace_back(f.inputs[i].type.dtype, f.inputs[i].type.shape);
+    fill(in.back(), hostile);
+    ex.bind_input(int(i), in.back().view.data);
+  }
+  ex.run();
+}
+
 }  // namespace
 
 void program(const uint8_t* data, size_t size) {
   ts::json j = ts::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return;
+  const uint32_t h = fnv1a(data, size);
+  // One compile variant per input (both paths of each pass get covered
+  // across the corpus, and one input stays one deterministic run).
+  ts::CompileOptions o;
+  o.fusion = h & 1;
+  o.inplace = h & 2;
+  const bool hostile = ((h >> 2) & 3) == 0;  // a quarter: kernels must refuse bad indices
   try {
     ts::Program p = ts::parse_program(j, "fuzz.tstep");
+    std::vector<std::pair<ts::Function, ts::MemoryPlan>> compiled;
     for (const auto& [name, f] : p.functions) {
       ts::Function copy = f;
-      ts::optimize(copy, ts::CompileOptions{});
-      ts::plan_memory(copy, true);
+      ts::optimize(copy, o);
+      ts::MemoryPlan plan = ts::plan_memory(copy, o.inplace);
+      compiled.emplace_back(std::move(copy), std::move(plan));
     }
+    for (auto& [f, plan] : compiled)
+      if (small_enough_to_run(f, plan)) run_once(f, std::move(plan), hostile);
   } catch (const ts::Error&) {
   }
 }
