@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "elem_test_util.h"
 #include "ir/text.h"
@@ -65,4 +66,62 @@ TEST(FuzzRegressions, FloatAlphaOnAnIntegerOpIsRefused) {
   auto out = run("aten.add.Tensor", {{"alpha", 2}}, {x, y});
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(out[0].data<int64_t>()[i], x.data<int64_t>()[i] + 2 * y.data<int64_t>()[i]);
+}
+
+namespace {
+
+// An int64 tensor holding exactly `v` (elemtest::tensor goes through double).
+elemtest::Arg int64s(const std::vector<int64_t>& v) {
+  elemtest::Arg a = elemtest::tensor(ts::DType::I64, {int64_t(v.size())},
+                                     std::vector<double>(v.size(), 0.0));
+  for (size_t i = 0; i < v.size(); ++i) a.data<int64_t>()[i] = v[i];
+  return a;
+}
+
+int64_t wrapped(uint64_t u) { return static_cast<int64_t>(u); }
+
+}  // namespace
+
+// program / ir_text, running a step: integer add, mul, neg, abs, pow, sum,
+// scatter_add and index_put(accumulate) overflowed int64 on hostile inputs
+// (signed overflow is undefined; UBSan). They now wrap around, as PyTorch's
+// CPU kernels do.
+TEST(FuzzRegressions, IntegerArithmeticWrapsAround) {
+  using namespace elemtest;
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  const std::vector<int64_t> a = {lo, hi, lo, 3}, b = {lo, 1, -1, hi};
+  Arg x = int64s(a), y = int64s(b);
+  auto add = run("aten.add.Tensor", {{"alpha", 1}}, {x, y});
+  auto add3 = run("aten.add.Tensor", {{"alpha", 3}}, {x, y});
+  auto sub = run("aten.sub.Tensor", {{"alpha", 1}}, {x, y});
+  auto mul = run("aten.mul.Tensor", json::object(), {x, y});
+  auto neg = run("aten.neg.default", json::object(), {x});
+  auto abs = run("aten.abs.default", json::object(), {x});
+  auto pow = run("aten.pow.Tensor_Tensor", json::object(), {x, int64s({2, 2, 3, 40})});
+  for (size_t i = 0; i < a.size(); ++i) {
+    const uint64_t u = uint64_t(a[i]), v = uint64_t(b[i]);
+    EXPECT_EQ(add[0].data<int64_t>()[i], wrapped(u + v));
+    EXPECT_EQ(add3[0].data<int64_t>()[i], wrapped(u + 3 * v));
+    EXPECT_EQ(sub[0].data<int64_t>()[i], wrapped(u - v));
+    EXPECT_EQ(mul[0].data<int64_t>()[i], wrapped(u * v));
+    EXPECT_EQ(neg[0].data<int64_t>()[i], wrapped(0 - u));
+    EXPECT_EQ(abs[0].data<int64_t>()[i], a[i] < 0 ? wrapped(0 - u) : a[i]);
+  }
+  uint64_t p = 1;
+  for (int k = 0; k < 40; ++k) p *= 3;
+  EXPECT_EQ(pow[0].data<int64_t>()[3], wrapped(p));
+  EXPECT_EQ(pow[0].data<int64_t>()[0], wrapped(uint64_t(lo) * uint64_t(lo)));
+
+  auto sum = run("aten.sum.default", {{"dtype", nullptr}}, {x});
+  uint64_t s = 0;
+  for (int64_t v : a) s += uint64_t(v);
+  EXPECT_EQ(sum[0].data<int64_t>()[0], wrapped(s));
+
+  auto sa = run("aten.scatter_add.default", {{"dim", 0}}, {x, int64s({0, 0, 0, 0}), y});
+  uint64_t s0 = uint64_t(a[0]);
+  for (int64_t v : b) s0 += uint64_t(v);
+  EXPECT_EQ(sa[0].data<int64_t>()[0], wrapped(s0));
+
+  auto ip = run("aten.index_put.default", {{"accumulate", true}}, {x, int64s({1, 1}), int64s({hi, hi})});
+  EXPECT_EQ(ip[0].data<int64_t>()[1], wrapped(uint64_t(hi) * 3));
 }
