@@ -125,3 +125,42 @@ TEST(FuzzRegressions, IntegerArithmeticWrapsAround) {
   auto ip = run("aten.index_put.default", {{"accumulate", true}}, {x, int64s({1, 1}), int64s({hi, hi})});
   EXPECT_EQ(ip[0].data<int64_t>()[1], wrapped(uint64_t(hi) * 3));
 }
+
+// ir_text, running a step: _to_copy float32 -> int64 of log(negative), a
+// NaN, was a static_cast (undefined; UBSan). Float -> integer conversions
+// are now total: NaN and out-of-range values give the type's minimum (x86's
+// result), uint8 the low byte of the int32 conversion.
+TEST(FuzzRegressions, FloatToIntegerCastIsTotal) {
+  using namespace elemtest;
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<double> v = {std::nan(""), inf, -inf, 1e20, -1e20, 3e9, -2.75, 2.75, 300.5};
+  Arg x = tensor(DType::F32, {int64_t(v.size())}, v);
+  auto i64 = run("aten._to_copy.default", {{"dtype", "int64"}}, {x});
+  auto i32 = run("aten._to_copy.default", {{"dtype", "int32"}}, {x});
+  auto u8 = run("aten._to_copy.default", {{"dtype", "uint8"}}, {x});
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double t = std::trunc(v[i]);
+    const bool in64 = t >= -0x1p63 && t < 0x1p63, in32 = t >= -0x1p31 && t < 0x1p31;
+    const int64_t want64 = in64 ? int64_t(t) : std::numeric_limits<int64_t>::min();
+    const int32_t want32 = in32 ? int32_t(t) : std::numeric_limits<int32_t>::min();
+    EXPECT_EQ(i64[0].data<int64_t>()[i], want64) << v[i];
+    EXPECT_EQ(i32[0].data<int32_t>()[i], want32) << v[i];
+    EXPECT_EQ(u8[0].data<uint8_t>()[i], uint8_t(uint32_t(want32) & 0xff)) << v[i];
+  }
+}
+
+// ir_text: arange's element count ceil((end - start) / step) was converted
+// to int64 unchecked (end 1e300: undefined; UBSan), and a NaN step passed
+// the sign check. Both are refused at verify now.
+TEST(FuzzRegressions, ArangeCountIsChecked) {
+  using namespace elemtest;
+  expect_error([] { infer("aten.arange.default", {{"end", 1e300}, {"dtype", nullptr}}, {}); },
+               "arange has more than 2^40 elements");
+  expect_error([] { infer("aten.arange.start_step",
+                          {{"start", 0}, {"end", 1}, {"step", std::nan("")}, {"dtype", nullptr}}, {}); },
+               "arange bounds and step must be finite");
+  auto r = run("aten.arange.start_step", {{"start", 1e19}, {"end", 1.0000000000001e19}, {"step", 1e6},
+                                          {"dtype", "int64"}}, {});
+  for (int64_t i = 0; i < r[0].numel(); ++i)
+    EXPECT_EQ(r[0].data<int64_t>()[i], std::numeric_limits<int64_t>::min());
+}
