@@ -164,3 +164,22 @@ TEST(FuzzRegressions, ArangeCountIsChecked) {
   for (int64_t i = 0; i < r[0].numel(); ++i)
     EXPECT_EQ(r[0].data<int64_t>()[i], std::numeric_limits<int64_t>::min());
 }
+
+// ir_text: IR text types had no element limit (program JSON has 2^40), and
+// node types are inferred there, so float32[2^62, 4] or an expand to
+// [2^62, 2^62] overflowed int64 in numel() (UBSan) in the passes and the
+// memory plan. Both the text's types and every inferred type are checked.
+TEST(FuzzRegressions, IrTextShapesAreLimited) {
+  const std::string big = std::to_string(int64_t(1) << 62);
+  EXPECT_EQ(error_of([&] {
+              ts::parse_function("func f(%x: float32[" + big + ", 4] {role=input}) {\n"
+                                 "  %y = aten.relu.default(%x)\n  return %y {role=output}\n}\n");
+            }),
+            "ir text line 1: type float32[" + big + ", 4]: more than 2^40 elements");
+  EXPECT_EQ(error_of([&] {
+              ts::parse_function(fn("  %y = aten.expand.default(%x) {\"size\":[" + big + "," + big +
+                                    ",2]}\n"));
+            }),
+            "ir text line 2: node 'y' (aten.expand.default): output 0 is float32[" + big + ", " + big +
+                ", 2]: more than 2^40 elements");
+}
