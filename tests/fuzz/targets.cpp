@@ -56,8 +56,8 @@ std::string write_scratch(const char* name, const uint8_t* data, size_t size) {
   return path;
 }
 
-// Runs verified programs only when one step is cheap, so the fuzzer keeps
-// thousands of executions a second and no input can ask for gigabytes:
+// Runs verified functions only when one step is cheap, so the fuzzer keeps
+// its pace (a step in milliseconds) and no input can ask for gigabytes:
 // every value (and every unused declared output, which kernels may size
 // scratch by) at most kRunMaxElems elements, and the arena plus bound
 // inputs at most kRunMaxBytes. The seeds' small programs fit; MNIST's
@@ -65,10 +65,25 @@ std::string write_scratch(const char* name, const uint8_t* data, size_t size) {
 constexpr int64_t kRunMaxElems = 64 * 1024;
 constexpr size_t kRunMaxBytes = 4u << 20;
 
-uint32_t fnv1a(const uint8_t* data, size_t size) {
-  uint32_t h = 2166136261u;
+// One compile variant per input, from a hash of its bytes: across the
+// corpus both paths of each pass get covered, and one input is still one
+// deterministic run. A quarter of the runs get hostile integer inputs.
+struct Variant {
+  ts::CompileOptions compile;
+  bool hostile = false;
+};
+
+Variant variant(const uint8_t* data, size_t size) {
+  uint32_t h = 2166136261u;  // FNV-1a
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 16777619u;
-  return h;
+  h ^= h >> 16;  // FNV's low bits depend on the bytes' low bits only: mix
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  Variant v;
+  v.compile.fusion = h & 1;
+  v.compile.inplace = h & 2;
+  v.hostile = ((h >> 2) & 3) == 0;
+  return v;
 }
 
 bool small_enough_to_run(const ts::Function& f, const ts::MemoryPlan& plan) {
@@ -126,24 +141,18 @@ void run_once(const ts::Function& f, ts::MemoryPlan plan, bool hostile) {
 void program(const uint8_t* data, size_t size) {
   ts::json j = ts::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return;
-  const uint32_t h = fnv1a(data, size);
-  // One compile variant per input (both paths of each pass get covered
-  // across the corpus, and one input stays one deterministic run).
-  ts::CompileOptions o;
-  o.fusion = h & 1;
-  o.inplace = h & 2;
-  const bool hostile = ((h >> 2) & 3) == 0;  // a quarter: kernels must refuse bad indices
+  const Variant v = variant(data, size);
   try {
     ts::Program p = ts::parse_program(j, "fuzz.tstep");
     std::vector<std::pair<ts::Function, ts::MemoryPlan>> compiled;
     for (const auto& [name, f] : p.functions) {
       ts::Function copy = f;
-      ts::optimize(copy, o);
-      ts::MemoryPlan plan = ts::plan_memory(copy, o.inplace);
+      ts::optimize(copy, v.compile);
+      ts::MemoryPlan plan = ts::plan_memory(copy, v.compile.inplace);
       compiled.emplace_back(std::move(copy), std::move(plan));
     }
     for (auto& [f, plan] : compiled)
-      if (small_enough_to_run(f, plan)) run_once(f, std::move(plan), hostile);
+      if (small_enough_to_run(f, plan)) run_once(f, std::move(plan), v.hostile);
   } catch (const ts::Error&) {
   }
 }
@@ -164,10 +173,12 @@ void ir_text(const uint8_t* data, size_t size) {
     broken("a printed function does not parse");
   }
   if (again != printed) broken("print(parse(print(f))) differs from print(f)");
+  const Variant v = variant(data, size);
   try {
     ts::Function f = ts::parse_function(printed);
-    ts::optimize(f, ts::CompileOptions{});
-    ts::plan_memory(f, true);
+    ts::optimize(f, v.compile);
+    ts::MemoryPlan plan = ts::plan_memory(f, v.compile.inplace);
+    if (small_enough_to_run(f, plan)) run_once(f, std::move(plan), v.hostile);
   } catch (const ts::Error&) {
   }
 }

@@ -22,7 +22,8 @@ using Target = void (*)(const uint8_t* data, size_t size);
 // step on deterministic inputs (sometimes with out-of-range integers).
 void program(const uint8_t* data, size_t size);
 // IR text -> parse_function; a parsed function must print and re-parse to
-// the same text; then the compiler passes and the memory plan.
+// the same text; then the compiler passes, the memory plan and, as for
+// `program`, one step of a small function.
 void ir_text(const uint8_t* data, size_t size);
 // safetensors bytes -> parse_safetensors (header, offsets, data bounds); a
 // parsed file must serialize and re-parse to the same tensors.
