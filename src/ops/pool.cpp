@@ -23,13 +23,19 @@ using pool_detail::PoolGeom;
 
 // PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode
 // the last window must start inside the input or the left padding.
-int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
-  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+// Overflow-checked (the attributes are untrusted): false when an
+// intermediate leaves int64.
+bool out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode, int64_t& o) {
+  int64_t span, num;
+  if (__builtin_mul_overflow(d, k - 1, &span) || __builtin_mul_overflow(pad, 2, &num) ||
+      __builtin_add_overflow(num, in, &num) || __builtin_sub_overflow(num, span, &num) ||
+      __builtin_sub_overflow(num, 1, &num) || __builtin_add_overflow(num, ceil_mode ? s - 1 : 0, &num))
+    return false;
   int64_t q = num / s;
   if (num % s != 0 && num < 0) --q;  // floor division
-  int64_t o = q + 1;
+  o = q + 1;
   if (ceil_mode && (o - 1) * s >= in + pad) --o;
-  return o;
+  return true;
 }
 
 std::string pair_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
@@ -55,8 +61,10 @@ PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
   g.H = x.shape[r - 2], g.W = x.shape[r - 1];
   g.planes = 1;
   for (size_t i = 0; i + 2 < r; ++i) g.planes *= x.shape[i];
-  g.OH = out_size(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode);
-  g.OW = out_size(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode);
+  if (!out_size(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode, g.OH) ||
+      !out_size(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode, g.OW))
+    ctx.fail("kernel " + pair_str(g.kh, g.kw) + ", padding " + pair_str(g.ph, g.pw) + ", dilation " +
+             pair_str(g.dh, g.dw) + " and stride " + pair_str(g.sh, g.sw) + " overflow int64");
   if (g.OH < 1 || g.OW < 1 || g.H < 1 || g.W < 1)
     ctx.fail("output size is not positive: input " + x.str() + ", kernel " +
              pair_str(g.kh, g.kw) + ", padding " + pair_str(g.ph, g.pw) + ", dilation " +

@@ -183,3 +183,48 @@ TEST(FuzzRegressions, IrTextShapesAreLimited) {
             "ir text line 2: node 'y' (aten.expand.default): output 0 is float32[" + big + ", " + big +
                 ", 2]: more than 2^40 elements");
 }
+
+// ir_text: attribute arithmetic overflowed int64 at verify: as_strided's
+// last element read (size [3, 3], stride [2^62, 2^62] wrapped to 0 and
+// passed the bounds check: the kernel would read far outside its input),
+// view's product of sizes, slice's length with a huge step, conv's output
+// size with a huge padding or dilation, and max_pool's. All are checked now.
+TEST(FuzzRegressions, AttributeArithmeticIsOverflowChecked) {
+  using namespace elemtest;
+  const int64_t big = int64_t(1) << 62, max = std::numeric_limits<int64_t>::max();
+  Arg x = tensor(DType::F32, {4}, {1, 2, 3, 4});
+  expect_error([&] { infer("aten.as_strided.default",
+                           {{"size", {3, 3}}, {"stride", {big, big}}, {"storage_offset", 0}}, {x}); },
+               "reads element " + std::to_string(max) + " of float32[4]");
+  expect_error([&] { infer("aten.as_strided.default",
+                           {{"size", {2}}, {"stride", {max}}, {"storage_offset", 1}}, {x}); },
+               "reads element " + std::to_string(max) + " of float32[4]");
+  expect_error([&] { infer("aten.view.default", {{"size", {-1, big, 8}}},
+                           {tensor(DType::F32, {0}, {})}); },
+               "invalid size");
+
+  std::mt19937 rng(1);
+  Arg m = random(DType::F32, {4, 3}, rng);
+  auto s = run("aten.slice.Tensor", {{"dim", 0}, {"start", 1}, {"end", max}, {"step", max}}, {m});
+  ASSERT_EQ(s[0].t->view.shape, Shape({1, 3}));
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(s[0].data<float>()[j], m.data<float>()[3 + j]);
+
+  Arg img = random(DType::F32, {1, 1, 4, 4}, rng), w = random(DType::F32, {1, 1, 3, 3}, rng);
+  Arg bias = tensor(DType::F32, {1}, {0});
+  const json conv = {{"dilation", {1, 1}}, {"groups", 1}, {"output_padding", {0, 0}},
+                     {"padding", {0, 0}}, {"stride", {1, 1}}, {"transposed", false}};
+  for (const char* k : {"padding", "dilation"}) {
+    json a = conv;
+    a[k] = {big, 1};
+    expect_error([&] { infer("aten.convolution.default", a, {img, w, bias}); }, "overflow int64");
+  }
+  json g = conv;  // weight channels * groups overflows; no out channels, so divisible
+  g["groups"] = big;
+  expect_error([&] { infer("aten.convolution.default", g,
+                           {img, tensor(DType::F32, {0, 4, 3, 3}, {}), bias}); },
+               "expects more than int64 holds");
+  expect_error([&] { infer("aten.max_pool2d_with_indices.default",
+                           {{"ceil_mode", true}, {"dilation", {1, 1}}, {"kernel_size", {max, 2}},
+                            {"padding", {max / 2, 0}}, {"stride", {1, 1}}}, {img}); },
+               "overflow int64");
+}
