@@ -3,11 +3,14 @@
 // input, reduced, now gets a ts::Error that names the problem.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "elem_test_util.h"
 #include "ir/text.h"
+#include "passes/pipeline.h"
+#include "runtime/executor.h"
 #include "test_util.h"
 
 using ts_test::error_of;
@@ -227,4 +230,62 @@ TEST(FuzzRegressions, AttributeArithmeticIsOverflowChecked) {
                            {{"ceil_mode", true}, {"dilation", {1, 1}}, {"kernel_size", {max, 2}},
                             {"padding", {max / 2, 0}}, {"stride", {1, 1}}}, {img}); },
                "overflow int64");
+}
+
+namespace {
+
+// Compiles an IR text function with `o` and runs it once on `in` (one
+// buffer per function input, in order).
+std::unique_ptr<ts::Executor> compile_and_run(ts::Function& f, const ts::CompileOptions& o,
+                                              std::vector<elemtest::Arg>& in) {
+  ts::optimize(f, o);
+  auto ex = std::make_unique<ts::Executor>(f, 1, o.inplace);
+  for (size_t i = 0; i < in.size(); ++i) ex->bind_input(int(i), in[i].tensor().data);
+  ex->run();
+  return ex;
+}
+
+}  // namespace
+
+// program / ir_text, running a step: native_batch_norm whose normalised
+// output nobody reads (only its saved statistics) wrote that output through
+// the null pointer the executor passes for unused outputs.
+TEST(FuzzRegressions, BatchNormWithUnusedOutput) {
+  using namespace elemtest;
+  ts::Function f = ts::parse_function(
+      "func f(%x: float32[2, 3, 2, 2] {role=input}, %w: float32[3] {role=state, state=w}, "
+      "%b: float32[3] {role=state, state=b}) {\n"
+      "  _, %m, %v = aten.native_batch_norm.default(%x, %w, %b, None, None) "
+      "{\"eps\":1e-05,\"momentum\":0.1,\"training\":true}\n"
+      "  return %m {role=output}, %v {role=output, index=1}\n}\n");
+  std::mt19937 rng(2);
+  std::vector<Arg> in = {random(DType::F32, {2, 3, 2, 2}, rng), random(DType::F32, {3}, rng),
+                         random(DType::F32, {3}, rng)};
+  auto ex = compile_and_run(f, ts::CompileOptions{}, in);
+  // The saved mean is still computed: the mean of each channel.
+  const float* x = in[0].data<float>();
+  for (int c = 0; c < 3; ++c) {
+    double s = 0;
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 4; ++i) s += x[(n * 3 + c) * 4 + i];
+    EXPECT_NEAR(ex->output(0).as<float>()[c], s / 8, 1e-6);
+  }
+}
+
+// program / ir_text with cleanup off: a node nobody reads was run with a
+// null output, which _log_softmax (like most single-output kernels) wrote
+// through. The executor now builds such a node's kernel but never runs it.
+TEST(FuzzRegressions, DeadNodeWithoutCleanupIsNotRun) {
+  using namespace elemtest;
+  ts::Function f = ts::parse_function(
+      "func f(%x: float32[2, 3] {role=input}) {\n"
+      "  %s = aten._log_softmax.default(%x) {\"dim\":1,\"half_to_float\":false}\n"
+      "  %y = aten.relu.default(%x)\n  return %y {role=output}\n}\n");
+  std::mt19937 rng(3);
+  std::vector<Arg> in = {random(DType::F32, {2, 3}, rng)};
+  ts::CompileOptions o;
+  o.cleanup = o.fusion = o.inplace = false;
+  auto ex = compile_and_run(f, o, in);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(ex->output(0).as<float>()[i], std::max(in[0].data<float>()[i], 0.f));
 }

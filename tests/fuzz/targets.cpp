@@ -67,7 +67,8 @@ constexpr size_t kRunMaxBytes = 4u << 20;
 
 // One compile variant per input, from a hash of its bytes: across the
 // corpus both paths of each pass get covered, and one input is still one
-// deterministic run. A quarter of the runs get hostile integer inputs.
+// deterministic run. A quarter of the runs get hostile integer inputs, a
+// quarter skip cleanup (dead nodes stay: kernels with unused outputs).
 struct Variant {
   ts::CompileOptions compile;
   bool hostile = false;
@@ -83,6 +84,7 @@ Variant variant(const uint8_t* data, size_t size) {
   v.compile.fusion = h & 1;
   v.compile.inplace = h & 2;
   v.hostile = ((h >> 2) & 3) == 0;
+  v.compile.cleanup = ((h >> 4) & 3) != 0;
   return v;
 }
 
