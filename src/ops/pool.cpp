@@ -110,19 +110,26 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
 
 std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
   PoolGeom g = pool_geom(k.node, k.node.input(1));
-  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+  const std::string where = "node '" + k.node.node() + "' (" + k.node.op() + ")";
+  return make_fn_kernel([g, where](const Tensor* in, Tensor* out) {
     float* gi = out[0].as<float>();
     if (!gi) return;
     const float* go = in[0].as<float>();
     const int64_t* idx = in[2].as<int64_t>();
     int64_t n_in = g.H * g.W, n_out = g.OH * g.OW;
+    // Indices come from the graph: a program may pass any. Checked before
+    // the parallel loop (an exception must not leave an OpenMP region).
+    bool ok = true;
+    for (int64_t o = 0; o < g.planes * n_out; ++o) ok &= (idx[o] >= 0) & (idx[o] < n_in);
+    if (!ok)
+      for (int64_t o = 0; o < g.planes * n_out; ++o)
+        if (idx[o] < 0 || idx[o] >= n_in)
+          fail(where + ": index " + std::to_string(idx[o]) + " is out of bounds for an input plane of " +
+               std::to_string(n_in) + " elements");
     parallel_for(g.planes, true, [&](int64_t p) {
       float* gp = gi + p * n_in;
       for (int64_t i = 0; i < n_in; ++i) gp[i] = 0.f;
-      for (int64_t o = p * n_out; o < (p + 1) * n_out; ++o) {
-        int64_t j = idx[o];
-        if (j >= 0 && j < n_in) gp[j] += go[o];  // guard: indices come from the graph
-      }
+      for (int64_t o = p * n_out; o < (p + 1) * n_out; ++o) gp[idx[o]] += go[o];
     });
   });
 }

@@ -289,3 +289,23 @@ TEST(FuzzRegressions, DeadNodeWithoutCleanupIsNotRun) {
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(ex->output(0).as<float>()[i], std::max(in[0].data<float>()[i], 0.f));
 }
+
+// program / ir_text, running a step with hostile integers: the max_pool
+// backward silently skipped indices outside the input plane (they come from
+// the graph, so a program may pass any); like the index ops it now refuses
+// them, naming the node, before touching memory.
+TEST(FuzzRegressions, MaxPoolBackwardRefusesBadIndices) {
+  using namespace elemtest;
+  std::mt19937 rng(4);
+  const json attrs = {{"kernel_size", {2, 2}}, {"stride", {2, 2}}, {"padding", {0, 0}},
+                      {"dilation", {1, 1}}, {"ceil_mode", false}};
+  Arg x = random(DType::F32, {1, 1, 4, 4}, rng), g = random(DType::F32, {1, 1, 2, 2}, rng);
+  for (int64_t bad : {int64_t(-1), int64_t(16), std::numeric_limits<int64_t>::min()}) {
+    Arg idx = int64s({0, 3, bad, 5});
+    idx.t->view.shape = {1, 1, 2, 2};
+    expect_error([&] { run("aten.max_pool2d_with_indices_backward.default", attrs, {g, x, idx}); },
+                 "node 'n1' (aten.max_pool2d_with_indices_backward.default): index " +
+                     std::to_string(bad) + " is out of bounds for an input plane of " +
+                     std::to_string(x.numel()) + " elements");
+  }
+}
