@@ -117,8 +117,8 @@ Range range_attrs(const NodeCtx& ctx) {
   r.end = num("end", 0);
   r.step = num("step", 1);
   if (r.step == 0) ctx.fail("arange step must be nonzero");
-  if (!std::isfinite(r.start) || !std::isfinite(r.end) || !std::isfinite(r.step))
-    ctx.fail("arange bounds and step must be finite");
+  if (!std::isfinite(r.start) || !std::isfinite(r.end)) ctx.fail("arange bounds must be finite");
+  if (!std::isfinite(r.step)) ctx.fail("arange step must be finite");
   if ((r.end - r.start) / r.step < 0) ctx.fail("arange: step has the wrong sign for start/end");
   // The count in double first: converting a larger one to int64 is undefined.
   if (!(std::ceil((r.end - r.start) / r.step) <= kMaxArange))

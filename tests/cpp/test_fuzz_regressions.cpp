@@ -161,7 +161,7 @@ TEST(FuzzRegressions, ArangeCountIsChecked) {
                "arange has more than 2^40 elements");
   expect_error([] { infer("aten.arange.start_step",
                           {{"start", 0}, {"end", 1}, {"step", std::nan("")}, {"dtype", nullptr}}, {}); },
-               "arange bounds and step must be finite");
+               "arange step must be finite");
   auto r = run("aten.arange.start_step", {{"start", 1e19}, {"end", 1.0000000000001e19}, {"step", 1e6},
                                           {"dtype", "int64"}}, {});
   for (int64_t i = 0; i < r[0].numel(); ++i)
