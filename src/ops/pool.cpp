@@ -242,6 +242,14 @@ std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
 
 namespace pool_detail {
 
+// The first of a0, a0 + d, a0 + 2d, ... that is >= 0, in one step: a loop
+// takes padding / dilation steps, 2^39 for a hostile padding of 2^39.
+int64_t first_in_bounds(int64_t a0, int64_t d) {
+  if (a0 >= 0) return a0;
+  const int64_t n = -a0;
+  return a0 + (n / d + (n % d != 0)) * d;
+}
+
 // Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
 // first max wins (strict >), and any NaN is taken as the max.
 void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
@@ -250,11 +258,11 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t h0 = oh * g.sh - g.ph;
       int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
-      while (h0 < 0) h0 += g.dh;
+      h0 = first_in_bounds(h0, g.dh);
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         int64_t w0 = ow * g.sw - g.pw;
         int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
-        while (w0 < 0) w0 += g.dw;
+        w0 = first_in_bounds(w0, g.dw);
         int64_t best_i = h0 * g.W + w0;
         float best = -std::numeric_limits<float>::infinity();
         for (int64_t h = h0; h < h1; h += g.dh)

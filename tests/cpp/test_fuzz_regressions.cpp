@@ -309,3 +309,26 @@ TEST(FuzzRegressions, MaxPoolBackwardRefusesBadIndices) {
                      std::to_string(x.numel()) + " elements");
   }
 }
+
+// ir_text, running a step: max_pool's general path found a window's first
+// row inside the input by adding the dilation until it was >= 0, one step
+// per padded row: padding 2^39 hung the step. It is one division now.
+TEST(FuzzRegressions, MaxPoolHugePaddingDoesNotHang) {
+  using namespace elemtest;
+  std::mt19937 rng(5);
+  const int64_t k = int64_t(1) << 40;
+  Arg x = random(DType::F32, {1, 1, 4, 4}, rng);
+  auto out = run("aten.max_pool2d_with_indices.default",
+                 {{"kernel_size", {k, 2}}, {"stride", {k, 1}}, {"padding", {k / 2, 0}},
+                  {"dilation", {1, 1}}, {"ceil_mode", false}},
+                 {x});
+  // One window row covering every input row; 1x2 windows across.
+  ASSERT_EQ(out[0].t->view.shape, Shape({1, 1, 1, 3}));
+  const float* xs = x.data<float>();
+  for (int w = 0; w < 3; ++w) {
+    float best = -std::numeric_limits<float>::infinity();
+    for (int h = 0; h < 4; ++h) best = std::max({best, xs[h * 4 + w], xs[h * 4 + w + 1]});
+    EXPECT_EQ(out[0].data<float>()[w], best);
+    EXPECT_EQ(xs[out[1].data<int64_t>()[w]], best);
+  }
+}
