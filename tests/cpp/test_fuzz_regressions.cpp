@@ -332,3 +332,25 @@ TEST(FuzzRegressions, MaxPoolHugePaddingDoesNotHang) {
     EXPECT_EQ(xs[out[1].data<int64_t>()[w]], best);
   }
 }
+
+// Found while building kernels for the fuzzer's run path (not a fuzzer
+// finding): a program's type for an output nobody reads (null, or anything)
+// was never checked, yet kernels were built with it (some size scratch by
+// their output types). verify_function now replaces it with the inferred one.
+TEST(FuzzRegressions, UnusedOutputGetsItsInferredType) {
+  using nlohmann::json;
+  const json fn = json::parse(R"({
+    "inputs": [{"name": "x", "role": "input", "dtype": "float32", "shape": [1, 1, 4, 4]}],
+    "nodes": [{"name": "p", "op": "aten.max_pool2d_with_indices.default", "inputs": ["x"],
+               "attrs": {"kernel_size": [2, 2], "stride": [], "padding": [0, 0],
+                         "dilation": [1, 1], "ceil_mode": false},
+               "outputs": ["p", null],
+               "types": [{"dtype": "float32", "shape": [1, 1, 2, 2]},
+                         {"dtype": "float32", "shape": [1099511627776]}]}],
+    "outputs": [{"value": "p", "role": "output", "dtype": "float32", "shape": [1, 1, 2, 2]}]})");
+  json p = {{"format", "trainstep"}, {"version", 1}, {"name", "m"}, {"batch_size", 1},
+            {"state", json::array()}, {"functions", {{"train_step", fn}, {"eval_step", fn}}}};
+  const ts::Program prog = ts::parse_program(p, "m.tstep");
+  const ts::Node& n = prog.function("eval_step").nodes[0];
+  EXPECT_EQ(n.declared[1], (ts::TensorType{ts::DType::I64, {1, 1, 2, 2}}));
+}
