@@ -249,6 +249,18 @@ Program parse_program(const json& j, const std::string& what) {
   return p;
 }
 
+std::string shape_limit_error(const Shape& s) {
+  if (s.size() > kMaxRank)
+    return "rank " + std::to_string(s.size()) + " is more than the limit of " + std::to_string(kMaxRank);
+  int64_t n = 1;
+  for (int64_t v : s) {
+    if (v < 0) return "a dim is negative";
+    if (v > 0 && n > kMaxNumel / v) return "more than 2^40 elements";
+    n *= v;
+  }
+  return "";
+}
+
 NodeCtx node_ctx(const Function& f, const Node& n) {
   std::vector<TensorType> in;
   std::vector<bool> present;
@@ -278,7 +290,15 @@ void verify_function(Function& f, const std::string& what) {
       fail(where + ": op produces " + std::to_string(out.size()) + " outputs, program lists " +
            std::to_string(n.outputs.size()));
     for (size_t k = 0; k < out.size(); ++k) {
-      if (n.outputs[k] < 0) continue;
+      const std::string over = shape_limit_error(out[k].shape);
+      if (!over.empty())
+        fail(where + ": output " + std::to_string(k) + " is " + out[k].str() + ": " + over);
+      if (n.outputs[k] < 0) {
+        // Nobody reads it, so the program's type (maybe null) was never
+        // checked: the kernel is built with the inferred one instead.
+        n.declared[k] = out[k];
+        continue;
+      }
       if (out[k] != n.declared[k])
         fail(where + ": output " + std::to_string(k) + " is " + out[k].str() +
              " but the program declares " + n.declared[k].str());

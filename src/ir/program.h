@@ -77,6 +77,11 @@ Program parse_program(const json& j, const std::string& what);
 Function parse_function_json(const json& j, const std::string& name, const std::string& what);
 void verify_function(Function& f, const std::string& what);
 
+// The limits on a shape (rank at most 16, at most 2^40 elements), checked
+// when a program or IR text is read and on every type an op infers, so
+// nothing sized from a type overflows. Returns why `s` is over them, or "".
+std::string shape_limit_error(const Shape& s);
+
 // The NodeCtx an op sees for node n of f (input types from f's values;
 // absent optional inputs marked). n must outlive it (attrs are referenced).
 NodeCtx node_ctx(const Function& f, const Node& n);

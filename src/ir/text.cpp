@@ -79,6 +79,8 @@ struct Cursor {
       t.shape.push_back(v);
     } while (eat(','));
     expect(']');
+    const std::string over = shape_limit_error(t.shape);
+    if (!over.empty()) fail("type " + t.str() + ": " + over);
     return t;
   }
   // `{role=R, state=S, index=I}`
@@ -209,8 +211,13 @@ struct Builder {
       if (n.declared.size() != n.outputs.size())
         fail(where + n.op + " has " + std::to_string(n.declared.size()) + " outputs, the text lists " +
              std::to_string(n.outputs.size()));
-      for (size_t k = 0; k < n.outputs.size(); ++k)
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        const std::string over = shape_limit_error(n.declared[k].shape);
+        if (!over.empty())
+          fail(where + "node '" + n.name + "' (" + n.op + "): output " + std::to_string(k) + " is " +
+               n.declared[k].str() + ": " + over);
         if (n.outputs[k] >= 0) f.value_types[n.outputs[k]] = n.declared[k];
+      }
     }
     for (auto& p : f.outputs) p.type = f.value_types[p.value];
   }

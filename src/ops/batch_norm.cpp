@@ -123,7 +123,7 @@ class BnFwdKernel : public Kernel {
     const float* x = in[0].as<float>();
     const float* w = in[1].data ? in[1].as<float>() : nullptr;
     const float* b = in[2].data ? in[2].as<float>() : nullptr;
-    float* y = out[0].as<float>();
+    float* y = out[0].as<float>();  // nullptr when nobody reads it (the saves may be read)
     float* save_mean = training_ ? out[1].as<float>() : nullptr;
     float* save_invstd = training_ ? out[2].as<float>() : nullptr;
     const BnGeom g = g_;
@@ -143,6 +143,7 @@ class BnFwdKernel : public Kernel {
         mean = in[3].as<float>()[c];
         invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
       }
+      if (!y) return;
       // y = x * alpha + beta, as PyTorch's CPU kernel applies it.
       const float alpha = float(invstd * (w ? w[c] : 1.0f));
       const float beta = float((b ? b[c] : 0.0f) - mean * alpha);

@@ -110,7 +110,7 @@ std::vector<int64_t> contiguous_strides(const Shape& s) {
 namespace {
 template <class S, class D>
 void cast_typed(const S* s, D* d, int64_t n) {
-  parallel_for(n, n > kParallelMin, [&](int64_t i) { d[i] = static_cast<D>(s[i]); });
+  parallel_for(n, n > kParallelMin, [&](int64_t i) { d[i] = convert<D>(s[i]); });
 }
 }  // namespace
 
@@ -133,7 +133,7 @@ double read_as_double(const void* p, DType t) {
 }
 
 int64_t read_as_int(const void* p, DType t) {
-  return dispatch_dtype(t, [&](auto x) { return static_cast<int64_t>(*static_cast<const decltype(x)*>(p)); });
+  return dispatch_dtype(t, [&](auto x) { return convert<int64_t>(*static_cast<const decltype(x)*>(p)); });
 }
 
 void store_scalar(void* dst, DType t, double d, int64_t i) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -49,6 +50,65 @@ auto dispatch_dtype(DType t, F&& f) {
     case DType::Bool: break;
   }
   return f(bool{});
+}
+
+// ---- integer arithmetic and float -> integer conversion, defined ----
+// C++ leaves signed overflow and out-of-range float conversions undefined;
+// data from a hostile program (or a diverging step) reaches both. Integers
+// wrap around (two's complement) as in PyTorch's CPU kernels, through the
+// unsigned type; floats and bool get the plain operation.
+template <class T>
+constexpr bool kWrapsThroughUnsigned = std::is_integral_v<T> && std::is_signed_v<T>;
+template <class T>
+T wrap_add(T a, T b) {
+  if constexpr (kWrapsThroughUnsigned<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+template <class T>
+T wrap_sub(T a, T b) {
+  if constexpr (kWrapsThroughUnsigned<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return static_cast<T>(a - b);
+  }
+}
+template <class T>
+T wrap_mul(T a, T b) {
+  if constexpr (kWrapsThroughUnsigned<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
+template <class T>
+T wrap_neg(T a) {
+  if constexpr (kWrapsThroughUnsigned<T>) return wrap_sub(T(0), a);
+  else return static_cast<T>(-a);  // not 0 - a: -0.0 stays
+}
+// A float as integer type D: truncated toward zero; NaN and values out of
+// range give the minimum, as x86's conversion does (and so PyTorch's CPU
+// kernels); uint8 takes the low byte of the int32 conversion, as x86 code
+// does for a float -> uint8 cast.
+template <class D, class S>
+D float_to_int(S x) {
+  using I = std::conditional_t<std::is_signed_v<D>, D, int32_t>;
+  constexpr S lo = static_cast<S>(std::numeric_limits<I>::min());  // -2^k, exact
+  const I i = x >= lo && x < -lo ? static_cast<I>(x) : std::numeric_limits<I>::min();
+  return static_cast<D>(i);
+}
+// static_cast with float -> integer conversions made total (float_to_int).
+template <class D, class S>
+D convert(S x) {
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && !std::is_same_v<D, bool>)
+    return float_to_int<D>(x);
+  else
+    return static_cast<D>(x);
 }
 
 // Converts n elements; src may equal a different dtype only (no aliasing).

@@ -58,11 +58,25 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
   if (g.O % g.G != 0)
     ctx.fail("weight out channels (" + std::to_string(g.O) + ") must be divisible by groups (" +
              std::to_string(g.G) + ")");
-  if (w.shape[1] * g.G != g.C)
+  int64_t wc = 0;  // weight channels * groups, checked: groups is an untrusted attribute
+  const bool wc_over = __builtin_mul_overflow(w.shape[1], g.G, &wc);
+  if (wc_over || wc != g.C)
     ctx.fail("input has " + std::to_string(g.C) + " channels but weight " + w.str() +
-             " with groups=" + std::to_string(g.G) + " expects " + std::to_string(w.shape[1] * g.G));
-  int64_t nh = g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1;
-  int64_t nw = g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1;
+             " with groups=" + std::to_string(g.G) + " expects " +
+             (wc_over ? std::string("more than int64 holds") : std::to_string(wc)));
+  // size + 2 pad - dil (k - 1) - 1, overflow-checked: a wrapped value could
+  // pass the positivity check below.
+  auto span = [&](int64_t size, int64_t pad, int64_t dil, int64_t k) {
+    int64_t d, n;
+    if (__builtin_mul_overflow(dil, k - 1, &d) || __builtin_mul_overflow(pad, 2, &n) ||
+        __builtin_add_overflow(n, size, &n) || __builtin_sub_overflow(n, d, &n) ||
+        __builtin_sub_overflow(n, 1, &n))
+      ctx.fail("padding " + dims_str(g.ph, g.pw) + " and dilation " + dims_str(g.dh, g.dw) +
+               " overflow int64");
+    return n;
+  };
+  int64_t nh = span(g.H, g.ph, g.dh, g.KH);
+  int64_t nw = span(g.W, g.pw, g.dw, g.KW);
   g.OH = nh < 0 ? 0 : nh / g.sh + 1;
   g.OW = nw < 0 ? 0 : nw / g.sw + 1;
   if (g.OH < 1 || g.OW < 1 || g.N < 1 || g.C < 1 || g.O < 1 || g.KH < 1 || g.KW < 1)

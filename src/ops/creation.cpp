@@ -100,6 +100,7 @@ std::unique_ptr<Kernel> cr_make(const KernelCtx& kc) {
 }
 
 // ---- arange: start + i * step, computed in double then cast ----
+constexpr double kMaxArange = 0x1p40;  // the element limit of a program's shapes
 struct Range {
   double start = 0, end = 0, step = 1;
   bool is_float = false;
@@ -117,7 +118,11 @@ Range range_attrs(const NodeCtx& ctx) {
   r.step = num("step", 1);
   if (r.step == 0) ctx.fail("arange step must be nonzero");
   if (!std::isfinite(r.start) || !std::isfinite(r.end)) ctx.fail("arange bounds must be finite");
+  if (!std::isfinite(r.step)) ctx.fail("arange step must be finite");
   if ((r.end - r.start) / r.step < 0) ctx.fail("arange: step has the wrong sign for start/end");
+  // The count in double first: converting a larger one to int64 is undefined.
+  if (!(std::ceil((r.end - r.start) / r.step) <= kMaxArange))
+    ctx.fail("arange has more than 2^40 elements");
   return r;
 }
 
@@ -137,7 +142,7 @@ std::unique_ptr<Kernel> arange_make(const KernelCtx& kc) {
       using T = decltype(tag);
       T* o = out[0].as<T>();
       const int64_t n = out[0].numel();
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(r.start + static_cast<double>(i) * r.step);
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(r.start + static_cast<double>(i) * r.step);
     });
   });
 }

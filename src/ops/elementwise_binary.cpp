@@ -23,8 +23,8 @@ T int_pow(T b, T e) {
   if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
   T r = 1;
   while (e) {
-    if (e & 1) r *= b;
-    b *= b;
+    if (e & 1) r = wrap_mul(r, b);
+    b = wrap_mul(b, b);
     e >>= 1;
   }
   return r;
@@ -72,14 +72,14 @@ void with_arith_fn(Bin op, T al, G&& g) {
   const bool unit = al == T(1);
   switch (op) {
     case Bin::Add:
-      if (unit) g([](T x, T y) { return x + y; });
-      else g([al](T x, T y) { return x + al * y; });
+      if (unit) g([](T x, T y) { return wrap_add(x, y); });
+      else g([al](T x, T y) { return wrap_add(x, wrap_mul(al, y)); });
       break;
     case Bin::Sub:
-      if (unit) g([](T x, T y) { return x - y; });
-      else g([al](T x, T y) { return x - al * y; });
+      if (unit) g([](T x, T y) { return wrap_sub(x, y); });
+      else g([al](T x, T y) { return wrap_sub(x, wrap_mul(al, y)); });
       break;
-    case Bin::Mul: g([](T x, T y) { return x * y; }); break;
+    case Bin::Mul: g([](T x, T y) { return wrap_mul(x, y); }); break;
     case Bin::Div: g([](T x, T y) { return x / y; }); break;
     case Bin::Max: g([](T x, T y) { return (x > y || x != x) ? x : y; }); break;
     case Bin::Min: g([](T x, T y) { return (x < y || x != x) ? x : y; }); break;

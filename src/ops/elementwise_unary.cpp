@@ -54,10 +54,10 @@ void with_un_fn(Un op, G&& g) {
     }
   }
   switch (op) {
-    case Un::Neg: return g([](T x) { return static_cast<T>(-x); });
+    case Un::Neg: return g([](T x) { return wrap_neg(x); });
     case Un::Abs:
       if constexpr (std::is_unsigned_v<T>) return g([](T x) { return x; });
-      else return g([](T x) { return x < 0 ? static_cast<T>(-x) : x; });
+      else return g([](T x) { return x < 0 ? wrap_neg(x) : x; });
     case Un::Relu:  // NaN propagates, as in PyTorch (x < 0 is false for NaN)
       return g([](T x) { return x < 0 ? T(0) : x; });
     case Un::Sign:

@@ -182,7 +182,7 @@ struct ScatterKernel : Kernel {
         const int64_t so = p.self_off(e, &ro) + idx[e] * dstride;
         if (op == Sc::Value) o[so] = v;
         else if (op == Sc::Src) o[so] = src[ro];
-        else o[so] = static_cast<T>(o[so] + src[ro]);
+        else o[so] = wrap_add(o[so], src[ro]);
       }
     });
   }
@@ -296,7 +296,7 @@ struct IndexPutKernel : Kernel {
         T* row = o + (idx[k] < 0 ? idx[k] + D : idx[k]) * I;
         const T* src = v + k * I;
         if (accumulate) {
-          for (int64_t i = 0; i < I; ++i) row[i] = static_cast<T>(row[i] + src[i]);
+          for (int64_t i = 0; i < I; ++i) row[i] = wrap_add(row[i], src[i]);
         } else {
           std::memcpy(row, src, static_cast<size_t>(I) * sizeof(T));
         }

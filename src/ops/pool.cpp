@@ -23,13 +23,19 @@ using pool_detail::PoolGeom;
 
 // PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode
 // the last window must start inside the input or the left padding.
-int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
-  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+// Overflow-checked (the attributes are untrusted): false when an
+// intermediate leaves int64.
+bool out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode, int64_t& o) {
+  int64_t span, num;
+  if (__builtin_mul_overflow(d, k - 1, &span) || __builtin_mul_overflow(pad, 2, &num) ||
+      __builtin_add_overflow(num, in, &num) || __builtin_sub_overflow(num, span, &num) ||
+      __builtin_sub_overflow(num, 1, &num) || __builtin_add_overflow(num, ceil_mode ? s - 1 : 0, &num))
+    return false;
   int64_t q = num / s;
   if (num % s != 0 && num < 0) --q;  // floor division
-  int64_t o = q + 1;
+  o = q + 1;
   if (ceil_mode && (o - 1) * s >= in + pad) --o;
-  return o;
+  return true;
 }
 
 std::string pair_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
@@ -55,8 +61,10 @@ PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
   g.H = x.shape[r - 2], g.W = x.shape[r - 1];
   g.planes = 1;
   for (size_t i = 0; i + 2 < r; ++i) g.planes *= x.shape[i];
-  g.OH = out_size(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode);
-  g.OW = out_size(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode);
+  if (!out_size(g.H, g.kh, g.ph, g.sh, g.dh, ceil_mode, g.OH) ||
+      !out_size(g.W, g.kw, g.pw, g.sw, g.dw, ceil_mode, g.OW))
+    ctx.fail("kernel " + pair_str(g.kh, g.kw) + ", padding " + pair_str(g.ph, g.pw) + ", dilation " +
+             pair_str(g.dh, g.dw) + " and stride " + pair_str(g.sh, g.sw) + " overflow int64");
   if (g.OH < 1 || g.OW < 1 || g.H < 1 || g.W < 1)
     ctx.fail("output size is not positive: input " + x.str() + ", kernel " +
              pair_str(g.kh, g.kw) + ", padding " + pair_str(g.ph, g.pw) + ", dilation " +
@@ -102,19 +110,26 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
 
 std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
   PoolGeom g = pool_geom(k.node, k.node.input(1));
-  return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+  const std::string where = "node '" + k.node.node() + "' (" + k.node.op() + ")";
+  return make_fn_kernel([g, where](const Tensor* in, Tensor* out) {
     float* gi = out[0].as<float>();
     if (!gi) return;
     const float* go = in[0].as<float>();
     const int64_t* idx = in[2].as<int64_t>();
     int64_t n_in = g.H * g.W, n_out = g.OH * g.OW;
+    // Indices come from the graph: a program may pass any. Checked before
+    // the parallel loop (an exception must not leave an OpenMP region).
+    bool ok = true;
+    for (int64_t o = 0; o < g.planes * n_out; ++o) ok &= (idx[o] >= 0) & (idx[o] < n_in);
+    if (!ok)
+      for (int64_t o = 0; o < g.planes * n_out; ++o)
+        if (idx[o] < 0 || idx[o] >= n_in)
+          fail(where + ": index " + std::to_string(idx[o]) + " is out of bounds for an input plane of " +
+               std::to_string(n_in) + " elements");
     parallel_for(g.planes, true, [&](int64_t p) {
       float* gp = gi + p * n_in;
       for (int64_t i = 0; i < n_in; ++i) gp[i] = 0.f;
-      for (int64_t o = p * n_out; o < (p + 1) * n_out; ++o) {
-        int64_t j = idx[o];
-        if (j >= 0 && j < n_in) gp[j] += go[o];  // guard: indices come from the graph
-      }
+      for (int64_t o = p * n_out; o < (p + 1) * n_out; ++o) gp[idx[o]] += go[o];
     });
   });
 }
@@ -227,6 +242,14 @@ std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
 
 namespace pool_detail {
 
+// The first of a0, a0 + d, a0 + 2d, ... that is >= 0, in one step: a loop
+// takes padding / dilation steps, 2^39 for a hostile padding of 2^39.
+int64_t first_in_bounds(int64_t a0, int64_t d) {
+  if (a0 >= 0) return a0;
+  const int64_t n = -a0;
+  return a0 + (n / d + (n % d != 0)) * d;
+}
+
 // Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
 // first max wins (strict >), and any NaN is taken as the max.
 void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
@@ -235,11 +258,11 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t h0 = oh * g.sh - g.ph;
       int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
-      while (h0 < 0) h0 += g.dh;
+      h0 = first_in_bounds(h0, g.dh);
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         int64_t w0 = ow * g.sw - g.pw;
         int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
-        while (w0 < 0) w0 += g.dw;
+        w0 = first_in_bounds(w0, g.dw);
         int64_t best_i = h0 * g.W + w0;
         float best = -std::numeric_limits<float>::infinity();
         for (int64_t h = h0; h < h1; h += g.dh)

@@ -79,8 +79,8 @@ RedPlan make_red_plan(const NodeCtx& ctx, const Shape& in, const std::vector<boo
 template <class T, class A>
 struct SumOp {
   static A init() { return A(0); }
-  static A step(A a, T x) { return a + static_cast<A>(x); }
-  static A merge(A a, A b) { return a + b; }
+  static A step(A a, T x) { return wrap_add(a, static_cast<A>(x)); }
+  static A merge(A a, A b) { return wrap_add(a, b); }
 };
 template <class T>
 struct MaxOp {

@@ -21,10 +21,8 @@ Shape infer_size(const NodeCtx& ctx, const TensorType& t, std::vector<int64_t> s
     if (size[i] == -1) {
       if (infer >= 0) ctx.fail("only one dimension of size may be -1");
       infer = static_cast<int64_t>(i);
-    } else if (size[i] < 0) {
+    } else if (size[i] < 0 || __builtin_mul_overflow(known, size[i], &known)) {
       ctx.fail("invalid size " + shape_str(size));
-    } else {
-      known *= size[i];
     }
   }
   const int64_t n = t.numel();
@@ -264,7 +262,12 @@ StridedArgs strided_args(const NodeCtx& ctx) {
     if (a.size[j] < 0 || a.stride[j] < 0)
       ctx.fail("negative size or stride in size " + shape_str(a.size) + ", stride " + shape_str(a.stride));
     if (a.size[j] == 0) last = -1;
-    if (last >= 0) last += (a.size[j] - 1) * a.stride[j];
+    int64_t span = 0;
+    // Checked: a wrapped product or sum could pass the bound below and the
+    // kernel would read far outside its input.
+    if (last >= 0 && (__builtin_mul_overflow(a.size[j] - 1, a.stride[j], &span) ||
+                      __builtin_add_overflow(last, span, &last)))
+      last = std::numeric_limits<int64_t>::max();
   }
   if (last >= ctx.input(0).numel())
     ctx.fail("size " + shape_str(a.size) + ", stride " + shape_str(a.stride) + ", offset " +
@@ -388,7 +391,7 @@ SliceArgs slice_args(const NodeCtx& ctx) {
   };
   a.start = ctx.has_attr("start") ? clampi(ctx.attr_int("start")) : 0;
   const int64_t end = ctx.has_attr("end") ? clampi(ctx.attr_int("end")) : n;
-  a.len = end > a.start ? (end - a.start + a.step - 1) / a.step : 0;
+  a.len = end > a.start ? 1 + (end - a.start - 1) / a.step : 0;  // no overflow for a huge step
   return a;
 }
 

@@ -40,12 +40,17 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan)
     s.out_live.resize(n.outputs.size());
     for (size_t k = 0; k < n.inputs.size(); ++k)
       if (n.inputs[k] >= 0) s.in[k] = values_[n.inputs[k]];
+    bool any_live = false;
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       s.out[k].dtype = out_types[k].dtype;
       s.out[k].shape = out_types[k].shape;
       // Data pointers (arena, bound inputs, donated buffers) are set by refresh().
       s.out_live[k] = n.outputs[k] >= 0 && plan_.live[n.outputs[k]];
+      any_live = any_live || s.out_live[k];
     }
+    // A node nobody reads (kept without cleanup) is made, so it is
+    // validated, but never run: kernels need not handle all outputs null.
+    if (!any_live) continue;
     times_.push_back({&n, 0});
     steps_.push_back(std::move(s));
   }

@@ -4,7 +4,8 @@
 // primitives and strides here) and places every value by a static memory
 // plan (runtime/memory_plan.h): values whose lifetimes do not overlap share
 // arena bytes. bind: function inputs point at caller-owned memory. run: calls
-// the kernels in order and never allocates.
+// the kernels in order and never allocates; a node none of whose outputs is
+// read (only without cleanup) is compiled but not run.
 //
 // inplace: intermediates may be written over inputs that die at their node,
 // and (with donate) new-state outputs the plan can donate are written

@@ -1,10 +1,15 @@
 """Writes the fuzz targets' seed corpus (tests/fuzz/corpus/TARGET/), small
 valid inputs the fuzzers mutate. Run from the repo root:
-    /usr/bin/python3 tests/fuzz/make_seeds.py [ARTIFACT.tstep]
+    /usr/bin/python3 tests/fuzz/make_seeds.py [ARTIFACT.tstep [SMALL.tstep ...]]
 ARTIFACT (e.g. an export of examples/mnist/spec.py) adds its program JSON,
 which holds every op of the MNIST step, to the program seeds, and its steps
 as IR text before and after the compiler's passes (`build/trainstep inspect
---ir`, fused ops included) to the ir_text seeds."""
+--ir`, fused ops included) to the ir_text seeds. Each SMALL artifact (e.g.
+tests/python/specs/small_cnn.py, tied_lm.py, bn_cnn.py exported) adds its
+program as NAME.json, or its eval step alone as NAME_eval_only.json when the
+whole does not fit the fuzzer's 64 KiB inputs, and its steps as IR text:
+their shapes are small enough that the targets build the kernels and run a
+step."""
 import gzip
 import json
 import os
@@ -78,6 +83,27 @@ if len(sys.argv) > 1:
                              "mnist_eval_plain.txt"),
                             ("train_step", [], "mnist_train.txt")):
         put("ir_text", name, subprocess.check_output([bin_, "inspect", sys.argv[1], "--ir", fn, *flags]))
+    for small in sys.argv[2:]:
+        _, meta = safetensors_io.load(small)
+        prog = json.loads(meta["program"])
+        prog.pop("golden", None)  # bytes the fuzzer would only mutate into noise
+        for f in prog["functions"].values():
+            for n in f["nodes"]:
+                n.pop("source", None)
+        text = json.dumps(prog, separators=(",", ":"))
+        if len(text) <= 65536:
+            put("program", prog["name"] + ".json", text)
+        else:
+            ev = prog["functions"]["eval_step"]
+            put("program", prog["name"] + "_eval_only.json", json.dumps(
+                dict(prog, functions={"train_step": ev, "eval_step": ev}), separators=(",", ":")))
+        # IR text declares input types only: one changed shape re-shapes the
+        # whole function, so mutations reach the kernels more often.
+        for fn, flags, suffix in (("eval_step", [], "eval"), ("train_step", [], "train"),
+                                  ("train_step", ["--no-fusion", "--no-inplace"], "train_plain")):
+            ir = subprocess.check_output([bin_, "inspect", small, "--ir", fn, *flags])
+            if len(ir) <= 32768:
+                put("ir_text", f"{prog['name']}_{suffix}.txt", ir)
 
 # IR text (src/ir/text.h), in the forms the pass tests use.
 put("ir_text", "elementwise.txt",

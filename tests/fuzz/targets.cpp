@@ -1,8 +1,10 @@
 #include "targets.h"
 
 #include <fcntl.h>
+#include <omp.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include "ir/program.h"
 #include "ir/text.h"
 #include "passes/pipeline.h"
+#include "runtime/executor.h"
 #include "runtime/memory_plan.h"
 #include "train/trainer.h"
 #include "trainstep/error.h"
@@ -55,18 +58,105 @@ std::string write_scratch(const char* name, const uint8_t* data, size_t size) {
   return path;
 }
 
+// Runs verified functions only when one step is cheap, so the fuzzer keeps
+// its pace (a step in milliseconds) and no input can ask for gigabytes:
+// every value (and every unused declared output, which kernels may size
+// scratch by) at most kRunMaxElems elements, and the arena plus bound
+// inputs at most kRunMaxBytes. The seeds' small programs fit; MNIST's
+// batch-64 steps do not (their passes and plan are still fuzzed).
+constexpr int64_t kRunMaxElems = 64 * 1024;
+constexpr size_t kRunMaxBytes = 4u << 20;
+
+// One compile variant per input, from a hash of its bytes: across the
+// corpus both paths of each pass get covered, and one input is still one
+// deterministic run. A quarter of the runs get hostile integer inputs, a
+// quarter skip cleanup (dead nodes stay: kernels with unused outputs).
+struct Variant {
+  ts::CompileOptions compile;
+  bool hostile = false;
+};
+
+Variant variant(const uint8_t* data, size_t size) {
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 16777619u;
+  h ^= h >> 16;  // FNV's low bits depend on the bytes' low bits only: mix
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  Variant v;
+  v.compile.fusion = h & 1;
+  v.compile.inplace = h & 2;
+  v.hostile = ((h >> 2) & 3) == 0;
+  v.compile.cleanup = ((h >> 4) & 3) != 0;
+  return v;
+}
+
+bool small_enough_to_run(const ts::Function& f, const ts::MemoryPlan& plan) {
+  for (const auto& t : f.value_types)
+    if (t.numel() > kRunMaxElems) return false;
+  for (const auto& n : f.nodes)
+    for (const auto& t : n.declared)
+      if (t.numel() > kRunMaxElems) return false;
+  size_t bytes = plan.arena_bytes;
+  for (const auto& in : f.inputs) bytes += in.type.nbytes();
+  return bytes <= kRunMaxBytes;
+}
+
+// Deterministic input bytes valid for the dtype: floats from a small
+// pattern with zeros and negatives; integers in [0, 4) (plausible class
+// labels and indices), or with `hostile` also negative and huge ones, which
+// index kernels must refuse with a ts::Error; bools 0/1.
+void fill(const ts::HostTensor& t, bool hostile) {
+  const int64_t n = t.view.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = (i * 7 + 3) % 11;
+    const int64_t v = hostile && k >= 8 ? (k == 8 ? -1 : k == 9 ? INT32_MAX : INT64_MIN) : k % 4;
+    switch (t.view.dtype) {
+      case ts::DType::F32: t.view.as<float>()[i] = float(k - 5) / 4; break;
+      case ts::DType::F64: t.view.as<double>()[i] = double(k - 5) / 4; break;
+      case ts::DType::I64: t.view.as<int64_t>()[i] = v; break;
+      case ts::DType::I32: t.view.as<int32_t>()[i] = int32_t(v); break;
+      case ts::DType::U8: t.view.as<uint8_t>()[i] = uint8_t(v); break;
+      case ts::DType::Bool: t.view.as<uint8_t>()[i] = k & 1; break;
+    }
+  }
+}
+
+// Builds every kernel (make) and runs one step with every input bound, on
+// one thread: a team's barriers cost more than these small steps, and the
+// gtest replay's later tests get their OpenMP thread count back.
+void run_once(const ts::Function& f, ts::MemoryPlan plan, bool hostile) {
+  struct RestoreThreads {
+    int n = omp_get_max_threads();
+    ~RestoreThreads() { omp_set_num_threads(n); }
+  } restore;
+  ts::Executor ex(f, /*threads=*/1, std::move(plan));
+  std::vector<ts::HostTensor> in;
+  in.reserve(f.inputs.size());
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    in.emplace_back(f.inputs[i].type.dtype, f.inputs[i].type.shape);
+    fill(in.back(), hostile);
+    ex.bind_input(int(i), in.back().view.data);
+  }
+  ex.run();
+}
+
 }  // namespace
 
 void program(const uint8_t* data, size_t size) {
   ts::json j = ts::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return;
+  const Variant v = variant(data, size);
   try {
     ts::Program p = ts::parse_program(j, "fuzz.tstep");
+    std::vector<std::pair<ts::Function, ts::MemoryPlan>> compiled;
     for (const auto& [name, f] : p.functions) {
       ts::Function copy = f;
-      ts::optimize(copy, ts::CompileOptions{});
-      ts::plan_memory(copy, true);
+      ts::optimize(copy, v.compile);
+      ts::MemoryPlan plan = ts::plan_memory(copy, v.compile.inplace);
+      compiled.emplace_back(std::move(copy), std::move(plan));
     }
+    for (auto& [f, plan] : compiled)
+      if (small_enough_to_run(f, plan)) run_once(f, std::move(plan), v.hostile);
   } catch (const ts::Error&) {
   }
 }
@@ -87,10 +177,12 @@ void ir_text(const uint8_t* data, size_t size) {
     broken("a printed function does not parse");
   }
   if (again != printed) broken("print(parse(print(f))) differs from print(f)");
+  const Variant v = variant(data, size);
   try {
     ts::Function f = ts::parse_function(printed);
-    ts::optimize(f, ts::CompileOptions{});
-    ts::plan_memory(f, true);
+    ts::optimize(f, v.compile);
+    ts::MemoryPlan plan = ts::plan_memory(f, v.compile.inplace);
+    if (small_enough_to_run(f, plan)) run_once(f, std::move(plan), v.hostile);
   } catch (const ts::Error&) {
   }
 }

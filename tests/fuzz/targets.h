@@ -16,10 +16,15 @@ namespace ts_fuzz {
 using Target = void (*)(const uint8_t* data, size_t size);
 
 // Program JSON -> parse_program (structure, ops, type inference), then the
-// compiler passes and the memory plan of every verified function.
+// compiler passes and the memory plan of every verified function (cleanup,
+// fusion and in-place each on or off, picked by a hash of the input); a
+// function whose values are all small then gets its kernels built
+// (Executor) and runs one step on deterministic inputs (sometimes with
+// out-of-range integers).
 void program(const uint8_t* data, size_t size);
 // IR text -> parse_function; a parsed function must print and re-parse to
-// the same text; then the compiler passes and the memory plan.
+// the same text; then the compiler passes, the memory plan and, as for
+// `program`, one step of a small function.
 void ir_text(const uint8_t* data, size_t size);
 // safetensors bytes -> parse_safetensors (header, offsets, data bounds,
 // checksums); a parsed file must serialize and re-parse to the same tensors,
