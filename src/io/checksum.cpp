@@ -12,11 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <new>
-#include <thread>
 
 namespace ts {
 
@@ -77,67 +73,6 @@ std::string header_checksum(const std::map<std::string, std::string>& metadata,
     put_u64(buf, e.end);
   }
   return checksum_hex(buf.data(), buf.size());
-}
-
-struct StreamChecksums::Impl {
-  struct Piece {
-    size_t stream;
-    const void* data;
-    size_t size;
-  };
-  std::vector<std::unique_ptr<Checksummer>> sums;
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<Piece> queue;
-  bool closed = false;
-  std::thread worker;
-
-  void run() {
-    for (;;) {
-      std::unique_lock<std::mutex> lock(m);
-      cv.wait(lock, [&] { return closed || !queue.empty(); });
-      if (queue.empty()) return;  // closed and drained
-      Piece p = queue.front();
-      queue.pop_front();
-      lock.unlock();
-      sums[p.stream]->update(p.data, p.size);
-    }
-  }
-  void close() {
-    if (!worker.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(m);
-      closed = true;
-    }
-    cv.notify_one();
-    worker.join();
-  }
-};
-
-StreamChecksums::StreamChecksums(size_t streams, bool background) : impl_(new Impl) {
-  for (size_t i = 0; i < streams; ++i) impl_->sums.push_back(std::make_unique<Checksummer>());
-  if (background) impl_->worker = std::thread([this] { impl_->run(); });
-}
-
-StreamChecksums::~StreamChecksums() { impl_->close(); }
-
-void StreamChecksums::add(size_t stream, const void* data, size_t size) {
-  if (!impl_->worker.joinable()) {
-    impl_->sums[stream]->update(data, size);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(impl_->m);
-    impl_->queue.push_back({stream, data, size});
-  }
-  impl_->cv.notify_one();
-}
-
-std::vector<std::string> StreamChecksums::finish() {
-  impl_->close();
-  std::vector<std::string> out;
-  for (const auto& s : impl_->sums) out.push_back(s->hex());
-  return out;
 }
 
 bool has_checksums(const std::map<std::string, std::string>& metadata) {

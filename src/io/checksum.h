@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,25 +37,6 @@ class Checksummer {
 
  private:
   void* state_;  // XXH3_state_t, kept out of this header
-};
-
-// Checksums of several byte streams, fed in pieces in stream order. With
-// `background`, the hashing runs on one extra thread while the caller goes
-// on (reading the next piece of a file), so a load costs about what reading
-// alone does; without, add() hashes at once. A piece's bytes must stay valid
-// and unchanged until finish().
-class StreamChecksums {
- public:
-  StreamChecksums(size_t streams, bool background);
-  ~StreamChecksums();  // waits for the thread
-  StreamChecksums(const StreamChecksums&) = delete;
-  StreamChecksums& operator=(const StreamChecksums&) = delete;
-  void add(size_t stream, const void* data, size_t size);
-  std::vector<std::string> finish();  // the hex checksum of each stream
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
 };
 
 // One tensor's header entry, as it takes part in the header checksum.
