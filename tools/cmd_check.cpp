@@ -61,15 +61,16 @@ void add_check(CLI::App& app, Action& action) {
                     sizes.c_str(), what.c_str());
       } else if (format == ts::kCheckpointFormat) {
         ts::ResumePoint rp = ts::read_resume_point(st.metadata, *path);
+        const std::string head = *path + ": checkpoint of model '" + meta_of(st, "model") +
+                                 "' at step " + meta_of(st, "step") + " (epoch " +
+                                 std::to_string(rp.epoch) + "), " + sizes + ": " + integrity(st);
         std::string fits;
         if (!art->empty()) {
           auto s = ts::Session::open(*art);
-          s->load_checkpoint(*path);
+          s->load_checkpoint(*path, std::move(st));  // the file is read once
           fits = ", fits " + *art;
         }
-        std::printf("%s: checkpoint of model '%s' at step %s (epoch %lld), %s: %s%s\n",
-                    path->c_str(), meta_of(st, "model").c_str(), meta_of(st, "step").c_str(),
-                    (long long)rp.epoch, sizes.c_str(), integrity(st).c_str(), fits.c_str());
+        std::printf("%s%s\n", head.c_str(), fits.c_str());
       } else {
         ts::fail(*path + ": not a trainstep artifact or checkpoint (its format is '" + format +
                  "'; " + integrity(st) + ")");

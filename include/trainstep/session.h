@@ -24,6 +24,7 @@
 namespace ts {
 
 struct Artifact;
+struct SafeTensors;
 struct Program;
 struct StateSpec;
 struct Function;
@@ -139,6 +140,8 @@ class Session {
                        const std::map<std::string, std::string>& extra = {}) const;
   // Restores state, step, seed and lr; returns the checkpoint's metadata.
   std::map<std::string, std::string> load_checkpoint(const std::string& path);
+  // The same from a file already read (and its checksums checked).
+  std::map<std::string, std::string> load_checkpoint(const std::string& path, SafeTensors ck);
 
  private:
   void check_batch(const Function& f, const std::vector<Tensor>& inputs, const Tensor& target,

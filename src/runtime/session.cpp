@@ -482,7 +482,11 @@ void Session::save_checkpoint(const std::string& path,
 }
 
 std::map<std::string, std::string> Session::load_checkpoint(const std::string& path) {
-  SafeTensors ck = read_safetensors(path);
+  return load_checkpoint(path, read_safetensors(path));
+}
+
+std::map<std::string, std::string> Session::load_checkpoint(const std::string& path,
+                                                            SafeTensors ck) {
   auto it = ck.metadata.find("format");
   if (it == ck.metadata.end() || it->second != kCheckpointFormat)
     fail(path + ": not a trainstep checkpoint");
