@@ -5,7 +5,7 @@
 #   scripts/install-deps.sh fuzz   also clang-14 and libFuzzer (`make fuzz`)
 set -euo pipefail
 PKGS=(cmake g++ make pkg-config python3 python3-torch python3-numpy python3-pytest
-      libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev libxxhash-dev python3-xxhash
+      libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3-venv zlib1g-dev libxxhash-dev python3-xxhash
       dataset-fashion-mnist fortunes libopenblas0-openmp)
 # clang's OpenMP (libomp) is what CMake finds for clang++.
 [ "${1:-}" = fuzz ] && PKGS+=(clang-14 libclang-rt-14-dev libomp-14-dev)
