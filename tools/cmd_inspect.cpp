@@ -59,6 +59,10 @@ void add_inspect(CLI::App& app, Action& action) {
       }
       std::printf("artifact %s: model %s, format version %d, batch %lld\n", path->c_str(),
                   p.name.c_str(), p.version, (long long)p.batch_size);
+      if (!p.torch_version.empty() || !p.python_version.empty())
+        std::printf("captured with torch %s, Python %s\n",
+                    p.torch_version.empty() ? "?" : p.torch_version.c_str(),
+                    p.python_version.empty() ? "?" : p.python_version.c_str());
       std::printf("%s", optimizer_summary(p.optimizer).c_str());
       for (const auto& [alias, target] : p.aliases)
         std::printf("tied: %s is %s\n", alias.c_str(), target.c_str());

@@ -16,7 +16,7 @@ import torch
 
 from . import optim as ts_optim
 from . import patches, provenance, rng, rnn
-from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
+from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
 _ALIASES = {"aten.alias.default", "aten.detach.default", "aten.lift_fresh_copy.default"}
@@ -366,10 +366,23 @@ def _trace(fn, example):
     # Real-mode tracing executes the step: trace on clones so the user's
     # tensors are untouched.
     clones = [t.detach().clone() for t in example]
-    with patches.applied():
+    # oneDNN's RNN path (2.x's CPU LSTM in training: mkldnn_rnn_layer) has
+    # no runtime kernel; with it off, ATen runs the cells as plain ops.
+    with patches.applied(), mkldnn_off():
         gm = make_fx(functionalize(fn), decomposition_table=decomposition_table())(*clones)
+    if _mutating_nodes(gm):
+        # Some C++ composites (2.x's no-grad GRU cell: mul_, add_, tanh_)
+        # reach make_fx below functionalize; a second pass over the traced
+        # aten graph functionalizes what they left.
+        gm = make_fx(functionalize(gm))(*[t.detach().clone() for t in example])
     _clean(gm)
     return gm
+
+
+def _mutating_nodes(gm):
+    return [n for n in gm.graph.nodes
+            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+            and n.target._schema.is_mutable]
 
 
 def _clean(gm):
@@ -389,25 +402,106 @@ def _clean(gm):
             g.erase_node(n)
         elif name == "aten.fill.Scalar":
             _fill_to_full_like(g, n)
+        elif name == "aten.full_like.default" and _is_empty_permuted(n.args[0]):
+            _full_of_size(g, n, n.args[0], n.args[1])
+        elif name == "aten.copy.default":
+            _copy_to_value(g, n)
+        elif name in _BOOL_LOGIC and _meta(n)[1] == torch.bool:
+            _bool_logic(g, n, name)
     g.eliminate_dead_code()
-    for n in g.nodes:
-        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
-                and n.target._schema.is_mutable:
-            raise CaptureError(f"in-place op {n.target} left in the graph after functionalize")
+    for n in _mutating_nodes(gm):
+        raise CaptureError(f"in-place op {n.target} left in the graph after functionalize")
     gm.recompile()
 
 
 
 def _fill_to_full_like(g, n):
     """fill(t, v) is a t-shaped tensor of v. Functionalize writes full_like
-    as fill(empty_like(x), v) (silu_backward's `1 - sigmoid` does): read the
-    shape from x then, so the empty tensor goes away."""
+    as fill(empty_like(x), v) (silu_backward's `1 - sigmoid` does), and 2.x
+    as fill(empty_permuted(size), v): read the shape from x, or take the
+    size, so the empty tensor goes away."""
     src, dtype = n.args[0], None
-    if isinstance(src, torch.fx.Node) and src.target == torch.ops.aten.empty_like.default:
+    aten = torch.ops.aten
+    if _is_empty_permuted(src):
+        _full_of_size(g, n, src, n.args[1])
+        return
+    if isinstance(src, torch.fx.Node) and src.target == aten.empty_like.default:
         dtype = src.kwargs.get("dtype")
         src = src.args[0]
     with g.inserting_before(n):
-        new = g.call_function(torch.ops.aten.full_like.default, (src, n.args[1]), {"dtype": dtype})
+        new = g.call_function(aten.full_like.default, (src, n.args[1]), {"dtype": dtype})
+    _replace(n, new)
+
+
+def _is_empty_permuted(src):
+    """2.x's empty_like of a row-major tensor: empty_permuted(size, 0..n-1)."""
+    return (isinstance(src, torch.fx.Node) and hasattr(torch.ops.aten, "empty_permuted")
+            and src.target == torch.ops.aten.empty_permuted.default
+            and list(src.args[1]) == list(range(len(src.args[0]))))
+
+
+def _full_of_size(g, n, empty, value):
+    """n (fill or full_like of an empty_permuted) as full(size, value)."""
+    dtype = n.kwargs.get("dtype") or empty.kwargs.get("dtype")
+    with g.inserting_before(n):
+        new = g.call_function(torch.ops.aten.full.default, (list(empty.args[0]), value),
+                              {"dtype": dtype})
+    _replace(n, new)
+
+
+def _replace(n, new):
     new.meta = dict(n.meta)
     n.replace_all_uses_with(new)
-    g.erase_node(n)
+    n.graph.erase_node(n)
+
+
+def _meta(n):
+    """(shape, dtype) of a node's value as tracing recorded it (2.x: 'val';
+    1.13: 'tensor_meta'), or (None, None)."""
+    m = n.meta.get("val", n.meta.get("tensor_meta")) if isinstance(n, torch.fx.Node) else None
+    if m is None or not hasattr(m, "shape"):
+        return None, None
+    return list(m.shape), m.dtype
+
+
+def _copy_to_value(g, n):
+    """copy(dst, src) out of place is src cast to dst's dtype and broadcast
+    to its shape: 2.x leaves it where a patch writes a buffer in place
+    (BatchNorm's running stats: patches.batch_norm)."""
+    dst, src = n.args[0], n.args[1]
+    (dshape, ddtype), (sshape, sdtype) = _meta(dst), _meta(src)
+    if dshape is None or sshape is None:
+        return  # left in place: the op check names it
+    aten = torch.ops.aten
+    new = src
+    with g.inserting_before(n):
+        if sshape != dshape:
+            new = g.call_function(aten.expand.default, (new, dshape))
+        if sdtype != ddtype:
+            new = g.call_function(aten._to_copy.default, (new,), {"dtype": ddtype})
+    if new is src:
+        n.replace_all_uses_with(src)
+        g.erase_node(n)
+    else:
+        _replace(n, new)
+
+
+# 2.x writes logic on bool masks as bitwise ops; on bool they are the
+# runtime's mul (and), add (or), ne (xor) and eq False (not).
+_BOOL_LOGIC = {"aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor",
+               "aten.bitwise_not.default"}
+
+
+def _bool_logic(g, n, name):
+    aten = torch.ops.aten
+    if name == "aten.bitwise_not.default":
+        target, args = aten.eq.Scalar, (n.args[0], False)
+    else:
+        target = {"aten.bitwise_and.Tensor": aten.mul.Tensor, "aten.bitwise_or.Tensor": aten.add.Tensor,
+                  "aten.bitwise_xor.Tensor": aten.ne.Tensor}[name]
+        args = tuple(n.args[:2])
+    if any(isinstance(a, torch.fx.Node) and _meta(a)[1] != torch.bool for a in args):
+        return  # an integer operand: left for the op check to name
+    with g.inserting_before(n):
+        new = g.call_function(target, args)
+    _replace(n, new)

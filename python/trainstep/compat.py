@@ -1,4 +1,6 @@
 """The few torch APIs whose home moved between 1.13 and 2.x."""
+import contextlib
+
 import torch
 
 try:  # torch >= 2.0
@@ -27,6 +29,18 @@ KEEP = {"aten.native_layer_norm_backward.default",
         "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"}
 
 
+@contextlib.contextmanager
+def mkldnn_off():
+    """oneDNN off for ATen's own op choice (torch.backends.mkldnn.flags also
+    sets TF32 flags, which warns on 2.x)."""
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+
+
 def decomposition_table():
     """ATen-level decompositions only: the 1.13 table also lowers to prims.*,
     which the runtime does not take, so keep entries defined in
@@ -38,8 +52,17 @@ def decomposition_table():
     else:
         table = {k: v for k, v in D.decomposition_table.items()
                  if getattr(v, "__module__", "") == "torch._decomp.decompositions"}
-    return {k: v for k, v in table.items() if str(k) not in KEEP}
+    table = {k: v for k, v in table.items() if str(k) not in KEEP}
+    table[torch.ops.aten.embedding.default] = _embedding
+    return table
+
+
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """aten.embedding as one index_select on the flattened indices (2.x's
+    own decomposition indexes weight[indices], aten.index, for 2-d ones)."""
+    rows = weight.index_select(0, indices.reshape(-1))
+    return rows.view(*indices.shape, weight.shape[1])
 
 
 __all__ = ["functional_call", "grad_and_value", "functionalize", "vmap", "make_fx",
-           "decomposition_table", "torch"]
+           "decomposition_table", "mkldnn_off", "torch"]

@@ -8,6 +8,7 @@ import collections
 import importlib.util
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -131,6 +132,7 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
         "name": spec.name or type(spec.model).__name__,
         "batch_size": int(parts.target.shape[0]),
         "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
         "optimizer": parts.opt.to_json(),
         "state": [{"name": n, "kind": k, **capture.tensor_meta(t)} for n, (k, t) in state.items()],
         "functions": functions,

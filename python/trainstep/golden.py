@@ -25,15 +25,13 @@ def make_batches(parts, steps, seed):
 
 
 def eager_copy(parts):
-    """A deep copy of the user's model and a fresh optimizer of the same type,
-    groups and state on the copy's parameters."""
+    """A deep copy of the user's model and optimizer, the optimizer on the
+    copy's parameters: one deepcopy of both, so the memo maps each param
+    group's tensors to the copy's (rebuilding the optimizer from .defaults
+    breaks on 2.x, where AdamW's defaults hold an option its __init__ does
+    not take)."""
     spec = parts.spec
-    model = copy.deepcopy(spec.model)
-    named = dict(model.named_parameters())
-    groups = [{**g.options, "params": [named[n] for n in g.params]} for g in parts.opt.groups]
-    opt = type(spec.optimizer)(groups, **spec.optimizer.defaults)
-    opt.load_state_dict(copy.deepcopy(spec.optimizer.state_dict()))
-    return model, opt
+    return copy.deepcopy((spec.model, spec.optimizer))
 
 
 def record(parts, steps=3, seed=0, grads=False):

@@ -204,6 +204,9 @@ Program parse_program(const json& j, const std::string& what) {
   if (!bs.is_number_integer() || bs.get<int64_t>() <= 0)
     r.fail("top level", "'batch_size' must be a positive integer");
   p.batch_size = bs.get<int64_t>();
+  for (auto [key, field] : {std::pair{"torch_version", &p.torch_version},
+                             std::pair{"python_version", &p.python_version}})
+    if (j.contains(key) && j[key].is_string()) *field = j[key].get<std::string>();
   p.optimizer = j.value("optimizer", json::object());
   p.golden = j.value("golden", json::object());
   const json& st = r.field(j, "state", "top level");

@@ -57,6 +57,8 @@ struct Program {
   int version = 0;
   std::string name;
   int64_t batch_size = 0;
+  // What captured it (informational; empty in artifacts that predate them).
+  std::string torch_version, python_version;
   json optimizer;
   json golden;
   std::vector<StateSpec> state;

@@ -13,10 +13,10 @@ namespace ts {
 
 namespace {
 
-enum class Un { Neg, Exp, Expm1, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign, Erf, Gelu, GeluTanh };
+enum class Un { Neg, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign, Erf, Gelu, GeluTanh };
 
 bool is_float_op(Un op) {
-  return op == Un::Exp || op == Un::Expm1 || op == Un::Log || op == Un::Sqrt || op == Un::Rsqrt ||
+  return op == Un::Exp || op == Un::Expm1 || op == Un::Log || op == Un::Log1p || op == Un::Sqrt || op == Un::Rsqrt ||
          op == Un::Sigmoid || op == Un::Tanh || op == Un::Reciprocal || op == Un::Erf ||
          op == Un::Gelu || op == Un::GeluTanh;
 }
@@ -35,6 +35,7 @@ void with_un_fn(Un op, G&& g) {
       case Un::Exp: return g([](T x) { return std::exp(x); });
       case Un::Expm1: return g([](T x) { return std::expm1(x); });
       case Un::Log: return g([](T x) { return std::log(x); });
+      case Un::Log1p: return g([](T x) { return std::log1p(x); });
       case Un::Sqrt: return g([](T x) { return std::sqrt(x); });
       case Un::Rsqrt: return g([](T x) { return T(1) / std::sqrt(x); });
       case Un::Sigmoid: return g([](T x) { return T(1) / (T(1) + std::exp(-x)); });
@@ -327,6 +328,7 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   // exp(x) - 1 without the cancellation near 0 (the optimizers' bias corrections).
   r.add(un_def<Un::Expm1>("aten.expm1.default", "exp(self) - 1, accurate near 0" + fl));
   r.add(un_def<Un::Log>("aten.log.default", "natural log(self)" + fl));
+  r.add(un_def<Un::Log1p>("aten.log1p.default", "log(1 + self), accurate near 0" + fl));
   r.add(un_def<Un::Sqrt>("aten.sqrt.default", "sqrt(self)" + fl));
   r.add(un_def<Un::Rsqrt>("aten.rsqrt.default", "1 / sqrt(self)" + fl));
   r.add(un_def<Un::Abs>("aten.abs.default", "|self|; any dtype"));

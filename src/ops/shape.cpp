@@ -58,6 +58,25 @@ std::vector<TensorType> squeeze_dim_infer(const NodeCtx& ctx) {
   return {{ctx.input(0).dtype, s}};
 }
 
+// torch 2.x's squeeze(self, int[] dim): each listed dim goes if its size is 1.
+std::vector<TensorType> squeeze_dims_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(1);
+  const Shape& in = ctx.input(0).shape;
+  const int64_t r = rank_of(ctx.input(0));
+  std::vector<bool> drop(in.size(), false), seen(in.size(), false);
+  for (int64_t d : ctx.attr_ints("dim")) {
+    if (r == 0) continue;  // a 0-d tensor has no dim to drop (torch accepts 0 and -1)
+    d = wrap_dim(ctx, d, r);
+    if (seen[d]) ctx.fail("dim " + std::to_string(d) + " appears multiple times in the list of dims");
+    seen[d] = true;
+    if (in[d] == 1) drop[d] = true;
+  }
+  Shape s;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!drop[i]) s.push_back(in[i]);
+  return {{ctx.input(0).dtype, s}};
+}
+
 std::vector<TensorType> squeeze_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
   Shape s;
@@ -417,6 +436,46 @@ std::unique_ptr<Kernel> slice_make(const KernelCtx& kc) {
   return slice_kernel(kc.node.input(0).shape, a.dim, a.start, a.step, a.len);
 }
 
+// ---- slice_scatter: self with self[start:end:step] along dim replaced by
+// src (torch 2.x's functionalize writes an in-place update of a slice so) ----
+struct SliceScatterKernel : Kernel {
+  int64_t O, D, I, start, step, L;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const size_t es = dtype_size(in[0].dtype);
+    if (out[0].data != in[0].data) std::memcpy(out[0].data, in[0].data, O * D * I * es);
+    const char* src = static_cast<const char*>(in[1].data);
+    char* o = static_cast<char*>(out[0].data);
+    const int64_t O_ = O, D_ = D, I_ = I, s0 = start, st = step, L_ = L;
+    parallel_for(O_ * L_, O_ * L_ * I_ > kParallelMin, [&](int64_t ol) {
+      const int64_t ob = ol / L_, l = ol % L_;
+      std::memcpy(o + ((ob * D_ + s0 + l * st) * I_) * es, src + ol * I_ * es, I_ * es);
+    });
+  }
+};
+
+std::vector<TensorType> slice_scatter_infer(const NodeCtx& ctx) {
+  ctx.expect_inputs(2);
+  auto a = slice_args(ctx);
+  TensorType want = ctx.input(0);
+  want.shape[a.dim] = a.len;
+  const TensorType& src = ctx.input(1);
+  if (src.dtype != want.dtype || src.shape != want.shape)
+    ctx.fail("src is " + src.str() + ", the slice is " + want.str());
+  return {ctx.input(0)};
+}
+
+std::unique_ptr<Kernel> slice_scatter_make(const KernelCtx& kc) {
+  auto a = slice_args(kc.node);
+  const Shape& s = kc.node.input(0).shape;
+  auto k = std::make_unique<SliceScatterKernel>();
+  k->O = shape_numel(Shape(s.begin(), s.begin() + a.dim));
+  k->D = s[a.dim];
+  k->I = shape_numel(Shape(s.begin() + a.dim + 1, s.end()));
+  k->start = a.start, k->step = a.step, k->L = a.len;
+  return k;
+}
+
 std::pair<int64_t, int64_t> select_args(const NodeCtx& ctx) {
   const TensorType& t = ctx.input(0);
   if (t.shape.empty()) ctx.fail("select of a 0-d tensor");
@@ -488,16 +547,28 @@ struct SplitKernel : Kernel {
   }
 };
 
-// The pieces of self along dim: unbind (split_size 0) or chunks of
-// split_size, the last one shorter.
-std::pair<int64_t, std::vector<int64_t>> split_pieces(const NodeCtx& ctx, bool unbind) {
+// How a split op cuts: unbind (pieces of 1, the dim dropped), unsafe_split
+// (chunks of split_size, the last one shorter), split_with_sizes (torch
+// 2.x's split: the lengths split_sizes, which must add up to the dim).
+enum class Cut { Unbind, BySize, BySizes };
+
+std::pair<int64_t, std::vector<int64_t>> split_pieces(const NodeCtx& ctx, Cut cut) {
   const TensorType& t = ctx.input(0);
   if (t.shape.empty()) ctx.fail("cannot split a 0-d tensor");
   int64_t dim = wrap_dim(ctx, ctx.attr_int("dim"), rank_of(t));
   const int64_t n = t.shape[dim];
   std::vector<int64_t> lens;
-  if (unbind) {
+  if (cut == Cut::Unbind) {
     lens.assign(n, 1);
+  } else if (cut == Cut::BySizes) {
+    lens = ctx.attr_ints("split_sizes");
+    int64_t total = 0;
+    for (int64_t len : lens)
+      if (len < 0 || __builtin_add_overflow(total, len, &total))
+        ctx.fail("split_sizes " + shape_str(lens) + " holds a negative size");
+    if (total != n)
+      ctx.fail("split_sizes " + shape_str(lens) + " add up to " + std::to_string(total) +
+               ", not dim " + std::to_string(dim) + "'s size " + std::to_string(n));
   } else {
     const int64_t sz = ctx.attr_int("split_size");
     if (sz < 0 || (sz == 0 && n != 0)) ctx.fail("split_size must be positive, got " + std::to_string(sz));
@@ -506,23 +577,23 @@ std::pair<int64_t, std::vector<int64_t>> split_pieces(const NodeCtx& ctx, bool u
   return {dim, lens};
 }
 
-template <bool Unbind>
+template <Cut C>
 std::vector<TensorType> split_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
-  auto [dim, lens] = split_pieces(ctx, Unbind);
+  auto [dim, lens] = split_pieces(ctx, C);
   std::vector<TensorType> out;
   for (int64_t len : lens) {
     Shape s = ctx.input(0).shape;
-    if (Unbind) s.erase(s.begin() + dim);
+    if (C == Cut::Unbind) s.erase(s.begin() + dim);
     else s[dim] = len;
     out.push_back({ctx.input(0).dtype, s});
   }
   return out;
 }
 
-template <bool Unbind>
+template <Cut C>
 std::unique_ptr<Kernel> split_make(const KernelCtx& kc) {
-  auto [dim, lens] = split_pieces(kc.node, Unbind);
+  auto [dim, lens] = split_pieces(kc.node, C);
   const Shape& s = kc.node.input(0).shape;
   auto k = std::make_unique<SplitKernel>();
   k->O = shape_numel(Shape(s.begin(), s.begin() + dim));
@@ -546,18 +617,21 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"aten.reshape.default", "self with shape attr shape (one -1 inferred)" + al, &view_infer, &alias_make, true});
   r.add(OpDef{"aten.unsqueeze.default", "self with a size-1 dim inserted at attr dim" + al, &unsqueeze_infer, &alias_make, true});
   r.add(OpDef{"aten.squeeze.dim", "self without dim attr dim if its size is 1" + al, &squeeze_dim_infer, &alias_make, true});
+  r.add(OpDef{"aten.squeeze.dims", "self without the dims of attr dim whose size is 1" + al, &squeeze_dims_infer, &alias_make, true});
   r.add(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
-  r.add(OpDef{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.as_strided.default", "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.stack.default", "inputs (one shape) stacked along a new attr dim; dtypes promoted", &stack_infer, &stack_make, false, nullptr, false, true});
-  r.add(OpDef{"aten.unbind.int", "the slices self[i] along attr dim, one output each (copies); any dtype", &split_infer<true>, &split_make<true>, false, nullptr, false, true});
-  r.add(OpDef{"aten.unsafe_split.Tensor", "self cut along attr dim into pieces of split_size (the last shorter), one output each (copies); any dtype", &split_infer<false>, &split_make<false>, false, nullptr, false, true});
+  r.add(OpDef{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.slice_scatter.default", "self with self[start:end:step] along attr dim replaced by src (same dtype, the slice's shape); any dtype", &slice_scatter_infer, &slice_scatter_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.as_strided.default", "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.stack.default", "inputs (one shape) stacked along a new attr dim; dtypes promoted", &stack_infer, &stack_make, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.unbind.int", "the slices self[i] along attr dim, one output each (copies); any dtype", &split_infer<Cut::Unbind>, &split_make<Cut::Unbind>, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.unsafe_split.Tensor", "self cut along attr dim into pieces of split_size (the last shorter), one output each (copies); any dtype", &split_infer<Cut::BySize>, &split_make<Cut::BySize>, false, nullptr, false, -1, true});
+  r.add(OpDef{"aten.split_with_sizes.default", "self cut along attr dim into pieces of the lengths attr split_sizes (adding up to the dim), one output each (copies); any dtype", &split_infer<Cut::BySizes>, &split_make<Cut::BySizes>, false, nullptr, false, -1, true});
 }
 
 }  // namespace ts

@@ -144,6 +144,7 @@ def _unary():
     spec = {  # op: (input kind for float cases, lo, hi, int inputs ok, bool inputs ok)
         "neg": ("normal", 0, 0, True, False), "exp": ("uniform", -10, 10, True, True),
         "expm1": ("uniform", -3, 3, True, True), "log": ("positive", 0, 0, True, True),
+        "log1p": ("uniform", -0.99, 5, True, True),
         "sqrt": ("positive", 0, 0, True, True), "rsqrt": ("positive", 0, 0, True, True),
         "abs": ("normal", 0, 0, True, False), "relu": ("normal", 0, 0, True, False),
         "sigmoid": ("uniform", -20, 20, True, True), "tanh": ("uniform", -6, 6, True, True),
@@ -153,7 +154,7 @@ def _unary():
         op = f"aten.{name}.default"
         out += [op_case(op, In(s, kind=kind, lo=lo, hi=hi)) for s in UNARY_SHAPES]
         out += [op_case(op, In((4, 6), kind="special")), op_case(op, In((3, 5), D, kind=kind, lo=lo, hi=hi))]
-        if name == "expm1":
+        if name in ("expm1", "log1p"):
             out.append(op_case(op, In((50,), kind="uniform", lo=-1e-5, hi=1e-5)))
         if ints:
             out += [op_case(op, In((3, 4), I, lo=1 if kind == "positive" else -5)),
@@ -264,7 +265,7 @@ def _tile_forms():
     out += [fused("aten.where.self", In(big, B), In(big, kind="special"), In(big)),
             fused("aten.where.self", In(s, B), In(()), In(s)),
             fused("aten.where.self", In(s, B), In(s), Scalar(0.0))]
-    for name in ("neg", "exp", "expm1", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh",
+    for name in ("neg", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh",
                  "reciprocal", "sign", "erf"):
         out += [fused(f"aten.{name}.default", In(big, kind="special")),
                 fused(f"aten.{name}.default", In(s, kind="uniform", lo=-3, hi=3))]

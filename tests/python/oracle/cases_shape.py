@@ -28,6 +28,11 @@ def _reshapes():
     out += [op_case(op, In(s, dt), dim=d) for dt in (F, I, B)
             for s, d in (((3, 1, 4), 1), ((3, 1, 4), 0), ((1, 4), -2), ((1,), 0))]
     out += [op_case(op, In(()), dim=0), op_case(op, In(()), dim=-1)]
+    op = "aten.squeeze.dims"
+    out += [op_case(op, In(s, dt), dim=d) for dt in (F, I, B)
+            for s, d in (((3, 1, 4), [1]), ((1, 3, 1), [0, 2]), ((1, 4, 1), [-1, 1]), ((1,), [0]),
+                         ((3, 4), []), ((1, 1), [0, -1]))]
+    out += [op_case(op, In(()), dim=[0]), op_case(op, In(()), dim=[])]
     op = "aten.squeeze.default"
     out += [op_case(op, In(s, dt)) for dt in (F, I, B) for s in ((3, 1, 4), (1, 1), (1, 3, 1, 1, 2), ())]
     return out
@@ -102,6 +107,9 @@ def _negatives():
         neg_case("aten._unsafe_view.default", In((3, 4)), size=[13], error="shape [13] is invalid for input of size 12"),
         neg_case("aten.reshape.default", In((3, 4)), shape=[2, -2, 3], error="invalid size [2, -2, 3]"),
         neg_case("aten.unsqueeze.default", In((3, 4)), dim=3, error="dim 3 is out of range for a tensor of rank 3"),
+        neg_case("aten.squeeze.dims", In((1, 1)), dim=[0, -2],
+                 error="dim 0 appears multiple times in the list of dims"),
+        neg_case("aten.squeeze.dims", In((1, 4)), dim=[2], error="dim 2 is out of range for a tensor of rank 2"),
         neg_case("aten.squeeze.dim", In((3, 4)), dim=2, error="dim 2 is out of range for a tensor of rank 2"),
         neg_case("aten.t.default", In((2, 3, 4)), error="t() expects a tensor of rank <= 2, got float32[2, 3, 4]"),
         neg_case("aten.transpose.int", In((2, 3)), dim0=0, dim1=2, error="dim 2 is out of range for a tensor of rank 2"),
@@ -151,6 +159,19 @@ def _seq_ops():
     out += [op_case(op, In((3, 7)), split_size=3, dim=1),  # the last piece shorter
             op_case(op, In((5, 4)), split_size=2, dim=0), op_case(op, In((5, 4)), split_size=9, dim=0),
             op_case(op, In((32, 1024)), split_size=256, dim=1), op_case(op, In((0, 4)), split_size=2, dim=0)]
+    op = "aten.slice_scatter.default"
+    out += [op_case(op, In((4, 6), dt), In((4, 2), dt), dim=1, start=1, end=3, step=1) for dt in DTYPES]
+    out += [op_case(op, In((6, 5)), In((2, 5)), dim=0, start=1, end=6, step=3),
+            op_case(op, In((2, 72)), In((2, 24)), dim=1, start=0, end=24, step=1),
+            op_case(op, In((3, 4)), In((3, 4)), dim=0, start=0, end=9223372036854775807, step=1),
+            op_case(op, In((3, 4)), In((3, 0)), dim=1, start=2, end=2, step=1),
+            op_case(op, In((2, 3, 8)), In((2, 3, 2)), dim=-1, start=-4, end=-2, step=1)]
+    op = "aten.split_with_sizes.default"
+    out += [op_case(op, In((3, 8), dt), split_sizes=[2, 6], dim=1) for dt in (F, I, B)]
+    out += [op_case(op, In((784 + 40, 5)), split_sizes=[784, 20, 20], dim=0),
+            op_case(op, In((4, 6)), split_sizes=[0, 6, 0], dim=-1),
+            op_case(op, In((2, 3, 96)), split_sizes=[32, 32, 32], dim=2),
+            op_case(op, In((5,)), split_sizes=[5], dim=0)]
     return out
 
 
@@ -163,6 +184,12 @@ def _seq_negatives():
         neg_case("aten.unbind.int", In(()), dim=0, error="cannot split a 0-d tensor"),
         neg_case("aten.unsafe_split.Tensor", In((3, 4)), split_size=0, dim=1,
                  error="split_size must be positive, got 0"),
+        neg_case("aten.slice_scatter.default", In((3, 4)), In((3, 3)), dim=1, start=0, end=2, step=1,
+                 error="src is float32[3, 3], the slice is float32[3, 2]"),
+        neg_case("aten.split_with_sizes.default", In((3, 4)), split_sizes=[1, 2], dim=1,
+                 error="split_sizes [1, 2] add up to 3, not dim 1's size 4"),
+        neg_case("aten.split_with_sizes.default", In((3, 4)), split_sizes=[5, -1], dim=1,
+                 error="split_sizes [5, -1] holds a negative size"),
     ]
 
 

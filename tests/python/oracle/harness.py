@@ -309,9 +309,28 @@ TRAINSTEP_REFS = {
 }
 
 
+def _squeeze_dims(args, attrs):
+    x, r = args[0], max(args[0].dim(), 1)
+    dims = []
+    for k in attrs["dim"]:
+        if not -r <= k < r:
+            raise IndexError(f"dim {k} out of range")
+        if k % r in dims:
+            raise RuntimeError(f"dim {k % r} appears multiple times in the list of dims")
+        dims.append(k % r)
+    return x.reshape([s for d, s in enumerate(x.shape) if not (s == 1 and d in dims)])
+
+
+# torch 2.x overloads that torch 1.13 lacks: the same result from 1.13's ops,
+# so their cases run under either torch.
+NEWER_ATEN_REFS = {"aten.squeeze.dims": _squeeze_dims}
+
+
 def eval_node(op, args, attrs):
     if op in TRAINSTEP_REFS:
         return TRAINSTEP_REFS[op](args, attrs)
+    if op in NEWER_ATEN_REFS and overload(op) is None:
+        return NEWER_ATEN_REFS[op](args, attrs)
     return call_aten(op, args, attrs)
 
 
