@@ -352,11 +352,12 @@ def capture_eval(parts):
 
 @contextlib.contextmanager
 def _mode(model, training):
-    """The model in train or eval mode, RNNs reading swapped-in weights."""
+    """The model in train or eval mode, RNNs reading swapped-in weights,
+    attention modules on their plain path."""
     was = model.training
     model.train(training)
     try:
-        with rnn.fresh_weights(model):
+        with rnn.fresh_weights(model), patches.fast_paths_off(model):
             yield
     finally:
         model.train(was)
@@ -489,16 +490,17 @@ def _copy_to_value(g, n):
 # 2.x writes logic on bool masks as bitwise ops; on bool they are the
 # runtime's mul (and), add (or), ne (xor) and eq False (not).
 _BOOL_LOGIC = {"aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor",
-               "aten.bitwise_not.default"}
+               "aten.bitwise_not.default", "aten.logical_not.default",
+               "aten.logical_and.default", "aten.logical_or.default", "aten.logical_xor.default"}
 
 
 def _bool_logic(g, n, name):
     aten = torch.ops.aten
-    if name == "aten.bitwise_not.default":
+    if name.endswith("_not.default"):
         target, args = aten.eq.Scalar, (n.args[0], False)
     else:
-        target = {"aten.bitwise_and.Tensor": aten.mul.Tensor, "aten.bitwise_or.Tensor": aten.add.Tensor,
-                  "aten.bitwise_xor.Tensor": aten.ne.Tensor}[name]
+        target = {"and": aten.mul.Tensor, "or": aten.add.Tensor,
+                  "xor": aten.ne.Tensor}[name.split(".")[1].split("_")[1]]
         args = tuple(n.args[:2])
     if any(isinstance(a, torch.fx.Node) and _meta(a)[1] != torch.bool for a in args):
         return  # an integer operand: left for the op check to name

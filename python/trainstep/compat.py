@@ -54,7 +54,19 @@ def decomposition_table():
                  if getattr(v, "__module__", "") == "torch._decomp.decompositions"}
     table = {k: v for k, v in table.items() if str(k) not in KEEP}
     table[torch.ops.aten.embedding.default] = _embedding
+    table[torch.ops.aten.baddbmm.default] = _baddbmm
     return table
+
+
+def _baddbmm(input, batch1, batch2, beta=1, alpha=1):
+    """beta * input + alpha * (batch1 @ batch2) (1.13's MultiheadAttention
+    with a mask; its table has no entry the runtime can take)."""
+    prod = torch.bmm(batch1, batch2)
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:
+        return prod
+    return prod + (input if beta == 1 else input * beta)
 
 
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):

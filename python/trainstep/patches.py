@@ -12,12 +12,20 @@ every stand-in against the real thing), using only static-shape ops.
 - BatchNorm with momentum=None (cumulative average): the module reads
   num_batches_tracked as a Python float, which tracing would bake in as
   the first step's 1/1.
+- F.scaled_dot_product_attention (2.x; nn.MultiheadAttention calls it too):
+  its math in plain ops, dropout on trainstep's RNG (attention.py).
+- nn.MultiheadAttention / nn.TransformerEncoderLayer in eval: their
+  "fast path" is one fused op (_native_multi_head_attention,
+  _transformer_encoder_layer_fwd) with no backward and no runtime kernel;
+  fast_paths_off(model) makes them take the plain path, as in training.
 """
 import contextlib
 
 import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
+
+from . import attention
 
 _cross_entropy = F.cross_entropy
 _batch_norm = F.batch_norm
@@ -95,9 +103,46 @@ def batch_norm_forward(self, input):
 @contextlib.contextmanager
 def applied():
     saved = (F.cross_entropy, F.batch_norm, _BatchNorm.forward)
+    sdpa = attention.original()
     F.cross_entropy, F.batch_norm = cross_entropy, batch_norm
     _BatchNorm.forward = batch_norm_forward
+    if sdpa is not None:
+        F.scaled_dot_product_attention = attention.scaled_dot_product_attention
     try:
         yield
     finally:
         F.cross_entropy, F.batch_norm, _BatchNorm.forward = saved
+        if sdpa is not None:
+            F.scaled_dot_product_attention = sdpa
+
+
+@contextlib.contextmanager
+def fast_paths_off(model):
+    """The modules' plain (training) code path in eval too. torch >= 2.2 has
+    a switch; on older torch, each module's fast-path check reads an
+    attribute that nothing else does: TransformerEncoderLayer's
+    activation_relu_or_gelu, and MultiheadAttention's dropout, which the
+    plain path ignores in eval (F.multi_head_attention_forward drops
+    dropout_p when not training)."""
+    mha = getattr(torch.backends, "mha", None)
+    if mha is not None and hasattr(mha, "set_fastpath_enabled"):
+        was = mha.get_fastpath_enabled()
+        mha.set_fastpath_enabled(False)
+        try:
+            yield
+        finally:
+            mha.set_fastpath_enabled(was)
+        return
+    saved = []
+    for m in model.modules():
+        if isinstance(m, torch.nn.TransformerEncoderLayer) and hasattr(m, "activation_relu_or_gelu"):
+            saved.append((m, "activation_relu_or_gelu", m.activation_relu_or_gelu))
+            m.activation_relu_or_gelu = False
+        elif isinstance(m, torch.nn.MultiheadAttention) and not m.training and not m.dropout:
+            saved.append((m, "dropout", m.dropout))
+            m.dropout = 1e-30
+    try:
+        yield
+    finally:
+        for m, attr, v in saved:
+            setattr(m, attr, v)

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import torch
 
-from . import rnn
+from . import attention, rnn
 
 M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 W0, W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
@@ -134,13 +134,30 @@ def _randn_like(x, *args, dtype=None, **kwargs):
     return draw_normal(x.shape).to(dtype or x.dtype)
 
 
+def _sdpa_on_stream(sdpa):
+    """F.scaled_dot_product_attention whose dropout draws from the stream:
+    with dropout_p > 0 its math form (attention.py, dropout via F.dropout),
+    else `sdpa` as it was (torch's kernel, or the tracing stand-in)."""
+    def run(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
+        if dropout_p > 0.0:
+            return attention.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+                                                          is_causal, **kwargs)
+        return sdpa(query, key, value, attn_mask, dropout_p, is_causal, **kwargs)
+    return run
+
+
 @contextlib.contextmanager
 def _patched_functions():
     import torch.nn.functional as F
     saved = (F.dropout, torch.rand_like, torch.randn_like)
+    sdpa = attention.original()
     F.dropout, torch.rand_like, torch.randn_like = dropout, _rand_like, _randn_like
+    if sdpa is not None:
+        F.scaled_dot_product_attention = _sdpa_on_stream(sdpa)
     try:
         with rnn.layered_dropout(dropout):
             yield
     finally:
         F.dropout, torch.rand_like, torch.randn_like = saved
+        if sdpa is not None:
+            F.scaled_dot_product_attention = sdpa

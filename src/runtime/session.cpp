@@ -295,10 +295,17 @@ std::string Session::find_nonfinite(const Executor& ex, int loss,
     if (int64_t i = first_nonfinite(l, opts_.threads); i >= 0) return "the loss is " + describe(l, i);
   }
   for (const auto& [out, dst] : outs) {
-    const Tensor& t = ex.output(out);
-    const int64_t i = first_nonfinite(t, opts_.threads);
-    if (i < 0) continue;
     const Port& port = ex.function().outputs[out];
+    const Tensor& t = ex.output(out);
+    int64_t i = first_nonfinite(t, opts_.threads);
+    // Only what this step made non-finite counts: a buffer that holds -inf
+    // on purpose (an attention mask) and passes through is not a NaN step.
+    // dst still holds the old value here (nothing is donated while checking).
+    if (i >= 0 && dst && dst->data && dst->numel() == t.numel() && dst->dtype == t.dtype) {
+      while (i < t.numel() && (std::isfinite(element(t, i)) || !std::isfinite(element(*dst, i)))) ++i;
+      if (i == t.numel()) continue;
+    }
+    if (i < 0) continue;
     if (port.role == "grad") return "the gradient of '" + port.state + "' is " + describe(t, i);
     const StateSpec* spec = program().find_state(port.state);
     return "the new value of '" + port.state + "' (" + (spec ? spec->kind : "state") + ") is " +
