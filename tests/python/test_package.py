@@ -4,16 +4,16 @@ torch, with no index; `python -m trainstep export` there, from outside the
 repo; which exporter the binary runs; and the binary and the exporter
 refusing each other across versions. Runs under either interpreter of the
 suite (Debian's with torch 1.13, the torch 2.x venv)."""
-import hashlib
 import base64
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import sysconfig
-import zipfile
 import tarfile
+import zipfile
 
 import pytest
 
