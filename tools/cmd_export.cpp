@@ -76,9 +76,9 @@ int spawn_wait(const std::vector<std::string>& args, bool quiet, int* signal_out
   return exit_code::kSignalBase + WTERMSIG(status);
 }
 
-bool is_dir(const std::string& p) {
+bool is_file(const std::string& p) {
   struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 std::string self_path(const char* argv0) {
@@ -95,11 +95,19 @@ std::string find_python() {
   return "/usr/bin/python3";
 }
 
+// Which exporter runs, as README "Install the exporter" says: the folder
+// $TRAINSTEP_PYTHONPATH names; else the source tree's python/ this binary
+// was built from, or python/ beside its folder, while it is there (it
+// matches the binary, local edits included); else "", the trainstep
+// package installed in the interpreter. TRAINSTEP_PYTHONPATH=installed asks
+// for the installed one even with the source tree there.
 std::string python_dir(const std::string& exe) {
-  if (const char* p = std::getenv("TRAINSTEP_PYTHONPATH"); p && *p) return p;
-  if (is_dir(TRAINSTEP_PYTHON_DIR)) return TRAINSTEP_PYTHON_DIR;
-  std::string dir = exe.substr(0, exe.rfind('/'));
-  return dir + "/../python";
+  if (const char* p = std::getenv("TRAINSTEP_PYTHONPATH"); p && *p)
+    return std::string(p) == "installed" ? "" : p;
+  std::string beside = exe.substr(0, exe.rfind('/')) + "/../python";
+  for (const std::string& dir : {std::string(TRAINSTEP_PYTHON_DIR), beside})
+    if (is_file(dir + "/trainstep/__init__.py")) return dir;
+  return "";
 }
 
 }  // namespace
@@ -107,11 +115,28 @@ std::string python_dir(const std::string& exe) {
 int run_python(const char* argv0, const std::vector<std::string>& module_args) {
   std::string exe = self_path(argv0);
   std::string pydir = python_dir(exe);
-  const char* old = std::getenv("PYTHONPATH");
-  std::string pp = pydir + (old && *old ? ":" + std::string(old) : "");
-  setenv("PYTHONPATH", pp.c_str(), 1);
+  if (!pydir.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    std::string pp = pydir + (old && *old ? ":" + std::string(old) : "");
+    setenv("PYTHONPATH", pp.c_str(), 1);
+  }
+  // trainstep.launch refuses an exporter of another version than ours.
   setenv("TRAINSTEP_BIN", exe.c_str(), 1);
+  setenv("TRAINSTEP_BIN_VERSION", TRAINSTEP_VERSION, 1);
   std::string py = find_python();
+  if (pydir.empty()) {
+    // Else Python's own "No module named trainstep" would be all the user saw.
+    int found = spawn_wait({py, "-c", "import trainstep.launch"}, true);
+    if (found < 0) ts::fail("cannot run the Python side with '" + py + "'");
+    if (found != 0) {
+      const char* p = std::getenv("TRAINSTEP_PYTHONPATH");
+      std::string why = p && *p ? "TRAINSTEP_PYTHONPATH=installed"
+                                : "the source tree's " TRAINSTEP_PYTHON_DIR " is not there";
+      ts::fail(py + " cannot import the trainstep exporter (" + why +
+               "): install it into that environment (pip install ./python from the source "
+               "tree) or set TRAINSTEP_PYTHONPATH to the exporter's folder");
+    }
+  }
   // trainstep.launch turns even an import failure or an early Ctrl-C into one line.
   std::vector<std::string> args{py, "-m", "trainstep.launch"};
   args.insert(args.end(), module_args.begin(), module_args.end());

@@ -112,7 +112,10 @@ void add_ops(CLI::App& app, Action& action) {
     action = [=] {
       const auto& ops = ts::OpRegistry::get().all();
       if (*as_json) {
-        ts::json j = {{"version", ts::kFormatVersion}, {"ops", ts::json::array()}};
+        // The exporter refuses a binary of another version (python/trainstep/versions.py).
+        ts::json j = {{"version", ts::kFormatVersion},
+                      {"trainstep_version", TRAINSTEP_VERSION},
+                      {"ops", ts::json::array()}};
         for (const auto& op : ops) j["ops"].push_back({{"name", op.name}, {"doc", op.doc}});
         std::printf("%s\n", j.dump(1).c_str());
       } else {

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   namespace ec = tscli::exit_code;
   CLI::App app{"trainstep: train a captured PyTorch training step from C++"};
   app.require_subcommand(1);
+  // The exporter package's version too (python/trainstep/__init__.py).
+  app.set_version_flag("--version", "trainstep " TRAINSTEP_VERSION);
   app.footer(ec::kHelpFooter);
   bool debug = false;
   app.add_flag("--debug", debug,

@@ -6,6 +6,12 @@ TrainSpec, and `trainstep export` turns it into a .tstep artifact.
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+# The one version of trainstep, binary and exporter alike: CMakeLists.txt
+# compiles it into the binary and python/_build_backend reads it for the
+# package, both from this line. The two refuse to work together unless
+# they are equal (trainstep/versions.py). FORMAT_VERSION, the artifact
+# format's, is src/ir/program.h's kFormatVersion.
+__version__ = "0.1.0"
 FORMAT_VERSION = 1
 
 

@@ -21,7 +21,13 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIRS = {os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")}
 
 
-class OutputError(Exception):
+class SetupError(Exception):
+    """What the command needs besides its input file is wrong (an output
+    path, the trainstep binary); raised before the work starts, and shown
+    as it is, not as being about the input file."""
+
+
+class OutputError(SetupError):
     """An output path that cannot be written; raised before the work starts."""
 
 
@@ -115,10 +121,10 @@ def run(prog, body, where, debug=False, known=(), user_file=None, known_name_fil
             msg = f"{e.filename}: {e.strerror}"  # a missing or unwritable file, not a bug
             if at and user_file and at.startswith(f"{user_file}:"):
                 msg = f"{at}: {msg}"
-        elif isinstance(e, (OutputError, *known)):
+        elif isinstance(e, (SetupError, *known)):
             msg = str(e)
             # load_spec's errors about the file already start with its name.
-            if not known_name_file and not isinstance(e, OutputError) \
+            if not known_name_file and not isinstance(e, SetupError) \
                     and not msg.startswith(f"{where}:"):
                 msg = f"{at or where}: {msg}"
         else:

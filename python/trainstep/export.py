@@ -1,7 +1,7 @@
 """`trainstep export SPEC.py --out NAME.tstep`: spec -> artifact.
 
 Run by the C++ CLI with an interpreter that can import torch; it can also be
-run directly as `python3 -m trainstep.export`.
+run directly as `python3 -m trainstep export` (trainstep/__main__.py).
 """
 import argparse
 import collections
@@ -16,12 +16,16 @@ import sys
 import torch
 
 from . import FORMAT_VERSION, TrainSpec
-from . import capture, cli_errors, golden, provenance, safetensors_io
+from . import capture, cli_errors, golden, provenance, safetensors_io, versions
 from .optim import UnsupportedOptimizer
 
 
 class ExportError(Exception):
     pass
+
+
+class BinaryError(ExportError, cli_errors.SetupError):
+    """The trainstep binary is missing, broken or of another version."""
 
 
 def load_spec(path):
@@ -48,18 +52,40 @@ def load_spec(path):
     return spec
 
 
+def find_binary():
+    """The trainstep binary the export asks for its op list: $TRAINSTEP_BIN
+    (the binary sets it for the exporter it runs), else `trainstep` on PATH,
+    else a source checkout's own build/trainstep next to this package."""
+    binary = os.environ.get("TRAINSTEP_BIN") or shutil.which("trainstep")
+    if binary:
+        return binary
+    cand = os.path.join(versions.HERE, "..", "..", "build", "trainstep")
+    if os.path.exists(cand):
+        return os.path.normpath(cand)
+    raise BinaryError("cannot find the trainstep binary, which checks that it runs every op "
+                      "of the export: put it on PATH or set TRAINSTEP_BIN=/path/to/trainstep")
+
+
 def supported_ops(binary=None):
-    """The runtime's op list, from the runtime itself (`trainstep ops --json`)."""
-    binary = binary or os.environ.get("TRAINSTEP_BIN") or shutil.which("trainstep")
-    if not binary:
-        here = os.path.dirname(os.path.abspath(__file__))
-        cand = os.path.join(here, "..", "..", "build", "trainstep")
-        binary = cand if os.path.exists(cand) else None
-    if not binary:
-        raise ExportError("cannot find the trainstep binary to ask for its op list "
-                          "(set TRAINSTEP_BIN)")
-    out = subprocess.run([binary, "ops", "--json"], capture_output=True, text=True, check=True)
-    return {op["name"] for op in json.loads(out.stdout)["ops"]}
+    """The runtime's op list, from the runtime itself (`trainstep ops
+    --json`), which must be of this exporter's version (versions.py)."""
+    binary = binary or find_binary()
+    try:
+        out = subprocess.run([binary, "ops", "--json"], capture_output=True, text=True)
+    except OSError as e:
+        raise BinaryError(f"cannot run the trainstep binary {binary}: {e.strerror}")
+    try:
+        listing = json.loads(out.stdout) if out.returncode == 0 else None
+    except ValueError:
+        listing = None
+    if not isinstance(listing, dict) or not isinstance(listing.get("ops"), list):
+        said = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+        raise BinaryError(f"{binary} is not a working trainstep binary: `ops --json` gave no "
+                          f"op list ({said})")
+    msg = versions.mismatch(binary, listing.get("trainstep_version"), listing.get("version"))
+    if msg:
+        raise BinaryError(msg)
+    return {op["name"] for op in listing["ops"]}
 
 
 def check_ops(functions, supported):
@@ -108,6 +134,8 @@ def trace_tensors(parts, train, gmeta, gtensors):
 
 def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
            trace_values=False):
+    if ops is None:  # first: a missing or mismatched binary fails before the work
+        ops = supported_ops()
     spec = load_spec(spec_path)
     try:
         parts = capture.StepParts(spec)
@@ -121,7 +149,7 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
     if grads:
         functions["grad_step"] = serialize_function(capture.capture_grad(parts))
         functions["apply_step"] = serialize_function(capture.capture_apply(parts))
-    check_ops(functions, ops if ops is not None else supported_ops())
+    check_ops(functions, ops)
 
     steps = golden_steps if golden_steps is not None else spec.golden_steps
     gmeta, gtensors = golden.record(parts, steps=steps, seed=seed, grads=grads)
