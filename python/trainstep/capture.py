@@ -409,6 +409,7 @@ def _clean(gm):
             _copy_to_value(g, n)
         elif name in _BOOL_LOGIC and _meta(n)[1] == torch.bool:
             _bool_logic(g, n, name)
+    _unclone_outputs(g)
     g.eliminate_dead_code()
     for n in _mutating_nodes(gm):
         raise CaptureError(f"in-place op {n.target} left in the graph after functionalize")
@@ -432,6 +433,22 @@ def _fill_to_full_like(g, n):
     with g.inserting_before(n):
         new = g.call_function(aten.full_like.default, (src, n.args[1]), {"dtype": dtype})
     _replace(n, new)
+
+
+def _unclone_outputs(g):
+    """An output that is a clone of an input is that input: a buffer the
+    step leaves alone (the step clones every buffer so BatchNorm can write
+    it) then passes through, with no copy per step."""
+    out = next(n for n in g.nodes if n.op == "output")
+
+    def through(v):
+        if (isinstance(v, torch.fx.Node) and v.op == "call_function"
+                and v.target == torch.ops.aten.clone.default and not v.kwargs
+                and isinstance(v.args[0], torch.fx.Node) and v.args[0].op == "placeholder"):
+            return v.args[0]
+        return v
+    out.args = (tuple(through(v) for v in out.args[0]),) if isinstance(out.args[0], (tuple, list)) \
+        else (through(out.args[0]),)
 
 
 def _is_empty_permuted(src):

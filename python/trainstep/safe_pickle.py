@@ -136,7 +136,10 @@ def load(path):
         return _ser._legacy_load(io.BytesIO(f.read()), "cpu", _Module, encoding="utf-8")
 
 
-_TORCH_REFUSAL = re.compile(r"(?:Unsupported global: GLOBAL|Unsupported class) ([\w.]+)")
+# torch 1.13-2.3 say "Unsupported global: GLOBAL m.n"; 2.4+ "Trying to load
+# unsupported GLOBAL m.n whose module m is blocked".
+_TORCH_REFUSAL = re.compile(r"(?:Unsupported global: GLOBAL|Unsupported class|unsupported GLOBAL) "
+                            r"([\w.]+)")
 
 
 def _load_weights_only(path):

@@ -294,14 +294,20 @@ std::string Session::find_nonfinite(const Executor& ex, int loss,
     const Tensor& l = ex.output(loss);
     if (int64_t i = first_nonfinite(l, opts_.threads); i >= 0) return "the loss is " + describe(l, i);
   }
+  const Function& fn = ex.function();
   for (const auto& [out, dst] : outs) {
-    const Port& port = ex.function().outputs[out];
+    const Port& port = fn.outputs[out];
+    // A state the step passes through unchanged (a constant buffer such as
+    // an attention mask of -inf) was not made non-finite by this step.
+    const int in = fn.find_input("state", port.state);
+    if (port.role == "state" && in >= 0 && fn.inputs[in].value == port.value) continue;
     const Tensor& t = ex.output(out);
     int64_t i = first_nonfinite(t, opts_.threads);
     // Only what this step made non-finite counts: a buffer that holds -inf
     // on purpose (an attention mask) and passes through is not a NaN step.
-    // dst still holds the old value here (nothing is donated while checking).
-    if (i >= 0 && dst && dst->data && dst->numel() == t.numel() && dst->dtype == t.dtype) {
+    // dst holds the old value here unless the step wrote it in place.
+    if (i >= 0 && dst && dst->data && dst->data != t.data && dst->numel() == t.numel() &&
+        dst->dtype == t.dtype) {
       while (i < t.numel() && (std::isfinite(element(t, i)) || !std::isfinite(element(*dst, i)))) ++i;
       if (i == t.numel()) continue;
     }
