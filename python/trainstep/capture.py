@@ -15,15 +15,14 @@ from dataclasses import dataclass
 import torch
 
 from . import optim as ts_optim
-from . import patches, provenance, rng, rnn
+from . import capture_errors, patches, provenance, rng, rnn
 from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
 _ALIASES = {"aten.alias.default", "aten.detach.default", "aten.lift_fresh_copy.default"}
 
 
-class CaptureError(Exception):
-    pass
+CaptureError = capture_errors.CaptureError
 
 
 @dataclass
@@ -362,6 +361,7 @@ def _mode(model, training):
         model.train(was)
 
 
+@capture_errors.translated
 def _trace(fn, example):
     # Real-mode tracing executes the step: trace on clones so the user's
     # tensors are untouched.
@@ -373,6 +373,7 @@ def _trace(fn, example):
 
 
 def _clean(gm):
+    capture_errors.check_graph(gm)  # before dead code goes
     g = gm.graph
     for n in list(g.nodes):
         if n.op != "call_function":
