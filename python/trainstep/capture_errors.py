@@ -14,18 +14,26 @@ caught where it happens, the same way on both:
 - data-dependent shapes (nonzero, x[mask], unique): ops torch tags
   dynamic_output_shape, in the raw graph (`check_graph`). A shape read from
   one is baked in with no error at all.
+- writes into the example batch: one eager forward per mode on copies,
+  watching the batch's version counters (`check_spec`). In train mode
+  functorch refuses them with a traceback; in eval mode 1.13 drops the write
+  silently and 2.x leaves a copy_ in the graph.
+- tensor subclasses among the parameters, buffers and example batch
+  (`check_spec`); they fail later in deepcopy or dispatch.
 """
 import contextlib
+import copy
 import dis
 import functools
 import linecache
 import os
+import re
 import sys
 import sysconfig
 
 import torch
 
-from . import provenance
+from . import provenance, rng
 
 
 class CaptureError(Exception):
@@ -39,6 +47,14 @@ class CaptureError(Exception):
 
 class DataDependentError(CaptureError):
     """The step's Python code or shapes depend on tensor values."""
+
+
+class InputWriteError(CaptureError):
+    """The model writes in place into its example batch."""
+
+
+class TensorSubclassError(CaptureError):
+    """State or batch tensors of a type the capture cannot trace."""
 
 
 def _dirs(*modules):
@@ -251,3 +267,138 @@ def check_graph(gm):
             "depends on tensor values, but the captured step has fixed shapes; use a "
             "fixed-size form (torch.where(mask, x, 0) instead of x[mask], mask.sum() "
             "instead of counting nonzero())", f"{file}:{line}" if file else None)
+
+
+# --- the spec's tensors: subclasses and writes into the batch -------------
+
+def check_spec(spec, spec_path):
+    """Refuses, before capture, what would otherwise fail deep in it:
+    tensor subclasses and in-place writes into the example batch."""
+    build_at = _build_line(spec_path)
+    _check_types(spec, build_at)
+    _check_batch_writes(spec, build_at)
+
+
+def _build_line(spec_path):
+    """'SPEC.py:LINE' of `def build(`, where the example batch is made."""
+    with open(spec_path, encoding="utf-8", errors="replace") as f:
+        for i, text in enumerate(f, 1):
+            if text.startswith("def build("):
+                return f"{spec_path}:{i}"
+    return None
+
+
+def _batch(spec):
+    xs = [(f"example input {i}", x) for i, x in enumerate(spec.example_inputs)]
+    return xs + [("the example target", spec.example_target)]
+
+
+def _check_types(spec, build_at):
+    from torch.nn.parameter import UninitializedTensorMixin
+    model = spec.model
+    named = [(f"parameter '{n}'", n, t) for n, t in model.named_parameters()]
+    named += [(f"buffer '{n}'", n, t) for n, t in model.named_buffers()]
+    named += [(what, None, t) for what, t in _batch(spec)]
+    for what, name, t in named:
+        if not isinstance(t, torch.Tensor) or type(t) in (torch.Tensor, torch.nn.Parameter):
+            continue
+        where = (_assigned_at(model, name) if name else None) or build_at
+        if isinstance(t, UninitializedTensorMixin):
+            raise TensorSubclassError(
+                f"uninitialized lazy {what}: a lazy module's tensors get their shape on the "
+                "first forward, and the capture needs it; run the model once in build() "
+                "(model(*example_inputs)) before returning the TrainSpec", where)
+        raise TensorSubclassError(
+            f"unsupported tensor subclass: {what} is a {type(t).__name__}, and the capture "
+            "traces plain torch.Tensor and nn.Parameter only; convert it with "
+            "t.as_subclass(torch.Tensor) (a parameter: nn.Parameter(t.as_subclass(torch.Tensor)))",
+            where)
+
+
+def _assigned_at(model, name):
+    """'FILE:LINE' in user code that assigns the parameter or buffer `name`
+    ("fc.weight"): `self.fc.weight =` or register_*("weight", in the
+    __init__ of its module or of a module above it; None if not found."""
+    parts = name.split(".")
+    for k in range(len(parts) - 1, -1, -1):
+        try:
+            mod = model.get_submodule(".".join(parts[:k]))
+        except AttributeError:
+            continue
+        rel = ".".join(parts[k:])
+        pats = [re.compile(rf"self\.{re.escape(rel)}\s*=[^=]")]
+        if k == len(parts) - 1:
+            pats.append(re.compile(rf"register_\w+\(\s*['\"]{re.escape(rel)}['\"]"))
+        for cls in type(mod).__mro__:
+            init = cls.__dict__.get("__init__")
+            file = getattr(getattr(init, "__code__", None), "co_filename", "")
+            if not file or not _is_user(file) or file.startswith(_OURS):
+                continue
+            first = init.__code__.co_firstlineno
+            lines = linecache.getlines(file)
+            end = max((ln for _, _, ln in init.__code__.co_lines() if ln), default=first)
+            for i in range(first, min(end, len(lines)) + 1):
+                if any(p.search(lines[i - 1]) for p in pats):
+                    return f"{file}:{i}"
+    return None
+
+
+class _WriteWatch(torch.overrides.TorchFunctionMode):
+    """Notes the user frame of the first torch call after which one of the
+    watched tensors' version counter (shared with its views) moved."""
+
+    def __init__(self, watched):
+        super().__init__()
+        self.watched = watched
+        self.versions = [t._version for _, t in watched]
+        self.found = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.found is None:
+            for (what, t), v in zip(self.watched, self.versions):
+                if t._version != v:
+                    f = _user_frame(sys._getframe(1))
+                    self.found = (what, f and f.f_code.co_filename, f and f.f_lineno)
+                    break
+        return out
+
+
+def _forward(spec, training, watch=False):
+    """Runs the model (and the loss, in training) eagerly on copies; returns
+    the names of the batch tensors it wrote into, or with `watch` the first
+    write as (name, file, line); None when none. Errors are left for the
+    capture to report."""
+    batch = [(w, t.clone()) for w, t in _batch(spec)]
+    xs, target = [t for _, t in batch[:-1]], batch[-1][1]
+    before = [t._version for _, t in batch]
+    mode = _WriteWatch(batch) if watch else contextlib.nullcontext()
+    try:
+        model = copy.deepcopy(spec.model)
+        model.train(training)
+        with rng.stream(torch.tensor(0), torch.tensor(0)), torch.set_grad_enabled(training), \
+                mode:
+            out = model(*xs)
+            if training:
+                spec.loss_fn(out, target)
+    except Exception:
+        pass
+    if watch:
+        return mode.found
+    return [w for (w, t), v in zip(batch, before) if t._version != v] or None
+
+
+def _check_batch_writes(spec, build_at):
+    if not all(isinstance(t, torch.Tensor) for _, t in _batch(spec)):
+        return  # not a batch the capture takes; it says so itself
+    for training in (True, False):
+        written = _forward(spec, training)
+        if not written:
+            continue
+        what, file, line = _forward(spec, training, watch=True) or (written[0], None, None)
+        when = "" if training else " in eval mode"
+        raise InputWriteError(
+            f"in-place write to the step's input: {_quoted(file, line)} modifies {what}"
+            f"{when}, which the runtime passes in read-only; use the out-of-place op "
+            "(x = x + 1, not x.add_(1) or x += 1), or clone first (x = x.clone())",
+            f"{file}:{line}" if file else build_at)

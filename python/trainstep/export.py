@@ -15,7 +15,7 @@ import sys
 import torch
 
 from . import FORMAT_VERSION, TrainSpec
-from . import capture, cli_errors, golden, provenance, safetensors_io
+from . import capture, capture_errors, cli_errors, golden, provenance, safetensors_io
 from .optim import UnsupportedOptimizer
 
 
@@ -108,6 +108,7 @@ def trace_tensors(parts, train, gmeta, gtensors):
 def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
            trace_values=False):
     spec = load_spec(spec_path)
+    capture_errors.check_spec(spec, spec_path)
     try:
         parts = capture.StepParts(spec)
     except UnsupportedOptimizer as e:

@@ -87,6 +87,34 @@ def test_data_dependent_shape_is_not_baked_in(tmp_path):
                   "aten.nonzero", "fixed-size form", "torch.where(mask, x, 0)", at=body)
 
 
+@pytest.mark.parametrize("body,at,mode", [
+    ("x.add_(1)", "x.add_(1)", ""),
+    ("x[:, 0] = 0", "x[:, 0] = 0", ""),
+    ("x += 1", "x += 1", ""),
+    ("x.view(-1).mul_(2)", "x.view(-1).mul_(2)", ""),
+    # Eval only: 1.13 dropped the write silently, 2.x left a copy_.
+    ("if not self.training:\n            x.add_(1)", "x.add_(1)", " in eval mode"),
+])
+def test_in_place_write_to_the_input(tmp_path, body, at, mode):
+    _export_error(tmp_path, _spec(body=body), "in-place write to the step's input",
+                  f"`{at}` modifies example input 0{mode}", "read-only",
+                  "out-of-place op", "x = x.clone()", at=at)
+
+
+def test_tensor_subclass_parameter(tmp_path):
+    init = "self.scale = nn.Parameter(torch.ones(4).as_subclass(Tagged))"
+    _export_error(tmp_path, _spec(init=init, body="x = x * self.scale"),
+                  "unsupported tensor subclass: parameter 'scale' is a Tagged",
+                  "t.as_subclass(torch.Tensor)", at=init)
+
+
+@pytest.mark.parametrize("batch,what", [("x = x.as_subclass(Tagged)", "example input 0"),
+                                        ("y = y.as_subclass(Tagged)", "the example target")])
+def test_tensor_subclass_in_the_batch(tmp_path, batch, what):
+    _export_error(tmp_path, _spec(batch=batch), f"unsupported tensor subclass: {what} is a "
+                  "Tagged", "t.as_subclass(torch.Tensor)", at="def build():")
+
+
 def test_the_line_is_in_the_model_file(tmp_path):
     """A model imported from its own file: that file's line, not the spec's."""
     model = tmp_path / "mymodel.py"
