@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
+from . import capture_errors
 from . import optim as ts_optim
-from . import capture_errors, patches, provenance, rng, rnn
+from . import patches, provenance, rng, rnn
 from .compat import decomposition_table, functional_call, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
