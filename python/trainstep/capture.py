@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import capture_errors
 from . import optim as ts_optim
 from . import patches, provenance, rng, rnn
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
@@ -22,8 +23,7 @@ from .compat import decomposition_table, functional_call, mkldnn_off, functional
 _ALIASES = {"aten.alias.default", "aten.detach.default", "aten.lift_fresh_copy.default"}
 
 
-class CaptureError(Exception):
-    pass
+CaptureError = capture_errors.CaptureError
 
 
 @dataclass
@@ -363,6 +363,7 @@ def _mode(model, training):
         model.train(was)
 
 
+@capture_errors.translated
 def _trace(fn, example):
     # Real-mode tracing executes the step: trace on clones so the user's
     # tensors are untouched.
@@ -387,6 +388,7 @@ def _mutating_nodes(gm):
 
 
 def _clean(gm):
+    capture_errors.check_graph(gm)  # before dead code goes
     g = gm.graph
     for n in list(g.nodes):
         if n.op != "call_function":

@@ -81,6 +81,15 @@ def locate(e, user_file=None):
     return None
 
 
+def _stated(e, user_file):
+    """The 'FILE:LINE' an error states itself (capture_errors' `where`)."""
+    where = getattr(e, "where", None)
+    if not isinstance(where, str) or ":" not in where:
+        return None
+    path, _, line = where.rpartition(":")
+    return f"{_shown(path, user_file)}:{line}"
+
+
 def _shown(path, user_file):
     """The user's own spelling of their file."""
     if user_file and os.path.abspath(path) == os.path.abspath(user_file):
@@ -116,7 +125,7 @@ def run(prog, body, where, debug=False, known=(), user_file=None, known_name_fil
     except Exception as e:  # whatever it is, the user gets one line, not a traceback
         if debug:
             traceback.print_exc()
-        at = locate(e, user_file) if user_file else None
+        at = _stated(e, user_file) or (locate(e, user_file) if user_file else None)
         if isinstance(e, OSError) and e.filename and e.strerror:
             msg = f"{e.filename}: {e.strerror}"  # a missing or unwritable file, not a bug
             if at and user_file and at.startswith(f"{user_file}:"):

@@ -16,7 +16,7 @@ import sys
 import torch
 
 from . import FORMAT_VERSION, TrainSpec
-from . import capture, cli_errors, golden, provenance, safetensors_io, versions
+from . import capture, capture_errors, cli_errors, golden, provenance, safetensors_io, versions
 from .optim import UnsupportedOptimizer
 
 
@@ -137,6 +137,7 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
     if ops is None:  # first: a missing or mismatched binary fails before the work
         ops = supported_ops()
     spec = load_spec(spec_path)
+    capture_errors.check_spec(spec, spec_path)
     try:
         parts = capture.StepParts(spec)
     except UnsupportedOptimizer as e:

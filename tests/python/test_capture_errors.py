@@ -1,0 +1,127 @@
+"""What the capture cannot take fails the export with one line naming the
+cause, the user's FILE:LINE and the way out (capture_errors.py), the same
+under torch 1.13 and 2.x: whichever interpreter runs pytest exports."""
+import pytest
+
+from conftest import run
+from test_errors import _line_of, _one_line_error
+
+SPEC = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import trainstep
+
+
+class Tagged(torch.Tensor):
+    pass
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        {init}
+
+    def forward(self, x):
+        {body}
+        return F.log_softmax(self.fc(x), dim=1)
+
+
+def build():
+    m = Net()
+    x, y = torch.randn(2, 4), torch.randint(0, 3, (2,))
+    {batch}
+    return trainstep.TrainSpec(m, F.nll_loss, torch.optim.SGD(m.parameters(), lr=0.1), (x,), y)
+"""
+
+
+def _spec(init="pass", body="pass", batch="pass"):
+    return SPEC.format(init=init, body=body, batch=batch)
+
+
+def _export_error(tmp_path, text, *needles, at):
+    """The export's one line: SPEC:LINE of `at`, then every needle."""
+    spec = tmp_path / "spec.py"
+    spec.write_text(text)
+    out = tmp_path / "x.tstep"
+    p = run("export", spec, "--out", out, check=False)
+    line = _one_line_error(p, *needles, prefix="trainstep export: ")
+    assert line.startswith(f"trainstep export: {spec}:{_line_of(text, at)}: "), line
+    assert not out.exists()
+    return line
+
+
+BRANCH = "if x.sum() > 0:\n            x = x * 2"
+WHILE = "while x.abs().max() > 1:\n            x = x / 2"
+
+
+@pytest.mark.parametrize("body,at", [(BRANCH, "if x.sum() > 0:"),
+                                     (WHILE, "while x.abs().max() > 1:"),
+                                     ("assert x.isfinite().all()", "assert")])
+def test_data_dependent_control_flow(tmp_path, body, at):
+    _export_error(tmp_path, _spec(body=body), "data-dependent control flow", f"`{at}",
+                  "branches on a tensor's value", "torch.where(cond, a, b)",
+                  "move the decision out of the step", at=at)
+
+
+@pytest.mark.parametrize("read", [".item()", ".tolist()", "float()", "int()", "bool()"])
+def test_value_read(tmp_path, read):
+    """.item(), .tolist() and float/int/bool(t): one class, the call named."""
+    expr = f"x.sum(){read}" if read.startswith(".") else f"{read[:-1]}x.sum() > 0)"
+    body = f"x = x * {expr}"
+    _export_error(tmp_path, _spec(body=body), f"tensor value read in the step: `{body}` "
+                  f"calls {read}", "keep it a tensor", "outside the step", at=body)
+
+
+def test_value_read_in_the_spec_loss(tmp_path):
+    text = _spec().replace("F.nll_loss, torch.optim", "loss, torch.optim").replace(
+        "def build():", "def loss(out, y):\n    l = F.nll_loss(out, y)\n"
+        "    return l / l.item()\n\n\ndef build():")
+    _export_error(tmp_path, text, "calls .item()", at="return l / l.item()")
+
+
+def test_data_dependent_shape_is_not_baked_in(tmp_path):
+    """Only the count survives in the graph; before, it exported silently."""
+    body = "x = x * x.nonzero().shape[0]"
+    _export_error(tmp_path, _spec(body=body), "data-dependent shape", f"`{body}`",
+                  "aten.nonzero", "fixed-size form", "torch.where(mask, x, 0)", at=body)
+
+
+@pytest.mark.parametrize("body,at,mode", [
+    ("x.add_(1)", "x.add_(1)", ""),
+    ("x[:, 0] = 0", "x[:, 0] = 0", ""),
+    ("x += 1", "x += 1", ""),
+    ("x.view(-1).mul_(2)", "x.view(-1).mul_(2)", ""),
+    # Eval only: 1.13 dropped the write silently, 2.x left a copy_.
+    ("if not self.training:\n            x.add_(1)", "x.add_(1)", " in eval mode"),
+])
+def test_in_place_write_to_the_input(tmp_path, body, at, mode):
+    _export_error(tmp_path, _spec(body=body), "in-place write to the step's input",
+                  f"`{at}` modifies example input 0{mode}", "read-only",
+                  "out-of-place op", "x = x.clone()", at=at)
+
+
+def test_tensor_subclass_parameter(tmp_path):
+    init = "self.scale = nn.Parameter(torch.ones(4).as_subclass(Tagged))"
+    _export_error(tmp_path, _spec(init=init, body="x = x * self.scale"),
+                  "unsupported tensor subclass: parameter 'scale' is a Tagged",
+                  "t.as_subclass(torch.Tensor)", at=init)
+
+
+@pytest.mark.parametrize("batch,what", [("x = x.as_subclass(Tagged)", "example input 0"),
+                                        ("y = y.as_subclass(Tagged)", "the example target")])
+def test_tensor_subclass_in_the_batch(tmp_path, batch, what):
+    _export_error(tmp_path, _spec(batch=batch), f"unsupported tensor subclass: {what} is a "
+                  "Tagged", "t.as_subclass(torch.Tensor)", at="def build():")
+
+
+def test_the_line_is_in_the_model_file(tmp_path):
+    """A model imported from its own file: that file's line, not the spec's."""
+    model = tmp_path / "mymodel.py"
+    text = _spec(body=BRANCH)
+    model.write_text(text)
+    spec = tmp_path / "spec.py"
+    spec.write_text("from mymodel import build\n")
+    p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
+    line = _one_line_error(p, "data-dependent control flow", prefix="trainstep export: ")
+    assert f"{model}:{_line_of(text, 'if x.sum() > 0:')}: " in line, line
