@@ -18,6 +18,7 @@ only the LR may differ (it is a runtime input; group LRs must keep the
 artifact's ratios). trainstep keeps one step count for all parameters.
 """
 import argparse
+import functools
 import json
 import math
 import sys
@@ -182,9 +183,21 @@ def import_checkpoint(artifact, torch_file, out, seed=0, step=None):
 
 
 def _torch_step(opt, step):
-    if opt.torch_step == "tensor":
+    """`step` as this torch's optimizer keeps it: torch 1.13's Adadelta and
+    RMSprop count in a Python int, every other (and 2.x's) in a float32
+    tensor, which is what their load_state_dict and step expect."""
+    if opt.torch_step == "tensor" or _steps_in_tensor(opt.name):
         return torch.tensor(step, dtype=torch.float32)
     return int(step)
+
+
+@functools.lru_cache(maxsize=None)
+def _steps_in_tensor(name):
+    p = torch.nn.Parameter(torch.zeros(1))
+    o = getattr(torch.optim, name)([p], lr=0.1) if name != "Adadelta" else torch.optim.Adadelta([p])
+    p.grad = torch.zeros(1)
+    o.step()
+    return isinstance(o.state[p]["step"], torch.Tensor)
 
 
 def export_checkpoint(artifact, ckpt, out):
