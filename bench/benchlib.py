@@ -66,9 +66,10 @@ def eager_steps(spec, n):
     return statistics.median(step_times(eager_step(spec), n)) * 1e3
 
 
-def trainstep_bench(artifact, steps, threads, warmup=3, profile=False, binary=BIN):
-    """Runs `trainstep bench`; returns (median ms/step, load+compile s, stdout)."""
-    cmd = [binary, "bench", artifact, "--steps", str(steps), "--warmup", str(warmup),
+def trainstep_bench(artifact, steps, threads, warmup=3, profile=False, binary=BIN, prefix=()):
+    """Runs `trainstep bench` (after prefix, e.g. taskset's arguments);
+    returns (median ms/step, load+compile s, stdout)."""
+    cmd = [*prefix, binary, "bench", artifact, "--steps", str(steps), "--warmup", str(warmup),
            "--threads", str(threads)] + (["--profile"] if profile else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     ms = float(re.search(r"step_ms_median=([0-9.]+)", out).group(1))

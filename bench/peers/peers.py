@@ -121,7 +121,7 @@ def worker_env(peer, threads, cache_dir):
                PYTHONUNBUFFERED="1")
     if peer == "jax":
         # XLA:CPU sizes its intra-op pool by the CPUs it may run on (affinity,
-        # set by taskset in jax_command) and Eigen's by this flag; with one
+        # set by taskset: pin()) and Eigen's by this flag; with one
         # thread Eigen's pool is switched off. --xla_cpu_ftz: flush-to-zero.
         flags = ["--xla_cpu_ftz=true"]
         if threads == 1:
@@ -130,12 +130,12 @@ def worker_env(peer, threads, cache_dir):
     return env
 
 
-def jax_command(jax_python, threads):
+def pin(threads):
+    """taskset's arguments that hold a process to `threads` CPUs, or none."""
     cpus = sorted(os.sched_getaffinity(0))[:threads]
-    cmd = [jax_python, os.path.join(HERE, "worker_jax.py"), "--threads", str(threads)]
-    if shutil.which("taskset") and len(cpus) < os.cpu_count():
-        cmd = ["taskset", "-c", ",".join(map(str, cpus))] + cmd
-    return cmd
+    if shutil.which("taskset") and len(cpus) < len(os.sched_getaffinity(0)):
+        return ["taskset", "-c", ",".join(map(str, cpus))]
+    return []
 
 
 def measure(model, threads, art, a, logs):
@@ -143,16 +143,18 @@ def measure(model, threads, art, a, logs):
     spec = os.path.join(ROOT, "examples", model, "spec.py")
     peers = [p for p in a.peers if p != "jax" or model == "mnist"]
     workers, errors = {}, {}
+    prefix = pin(threads) if a.pin_all else []  # JAX is pinned either way
     cache = tempfile.mkdtemp(prefix="inductor-", dir=a.out)  # cold compile for each row
     for p in peers:
         if p == "jax":
             if not a.jax_python:
                 errors[p] = "no JAX environment"
                 continue
-            cmd = jax_command(a.jax_python, threads)
+            cmd = pin(threads) + [a.jax_python, os.path.join(HERE, "worker_jax.py"),
+                                  "--threads", str(threads)]
         else:
-            cmd = [a.torch_python, os.path.join(HERE, "worker_torch.py"), "--peer", p,
-                   "--spec", spec, "--threads", str(threads)]
+            cmd = prefix + [a.torch_python, os.path.join(HERE, "worker_torch.py"), "--peer", p,
+                            "--spec", spec, "--threads", str(threads)]
         log(f"{model} threads={threads}: starting {p}")
         w = Worker(p, cmd, worker_env(p, threads, os.path.join(cache, p)),
                    os.path.join(logs, f"{model}-t{threads}-{p}.log"))
@@ -171,7 +173,7 @@ def measure(model, threads, art, a, logs):
         for p in order:
             time.sleep(0.05)  # let the last peer's spinning threads go idle
             if p == "trainstep":
-                m, load_s, _ = trainstep_bench(art, a.steps, threads, warmup=WARMUP)
+                m, load_s, _ = trainstep_bench(art, a.steps, threads, warmup=WARMUP, prefix=prefix)
                 ms[p].append(m)
                 ts_load.append(load_s)
                 continue
@@ -199,13 +201,14 @@ def measure(model, threads, art, a, logs):
     compile_s = {p: sum(workers[p].info["warmup_s"]) - WARMUP * med[p] / 1e3
                  for p in med if p != "trainstep"}
     compile_s["trainstep"] = statistics.median(ts_load)
-    return {"model": model, "threads": threads, "peers": a.peers, "ms": med, "ratio": ratio, "errors": errors,
+    return {"model": model, "threads": threads, "peers": a.peers, "prefix": prefix, "ms": med, "ratio": ratio, "errors": errors,
             "compile_s": compile_s, "notes": notes, "problems": problems, "art": art}
 
 
 def profile(row, a):
     """trainstep's per-op profile: the heading and top lines."""
-    _, _, out = trainstep_bench(row["art"], a.steps, row["threads"], warmup=WARMUP, profile=True)
+    _, _, out = trainstep_bench(row["art"], a.steps, row["threads"], warmup=WARMUP, profile=True,
+                                prefix=row["prefix"])
     lines = out.splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith("op ")), None)
     if start is None:
@@ -247,13 +250,15 @@ def main():
     ap.add_argument("--compile-timeout", type=float, default=600,
                     help="seconds a peer may take to build and compile its step")
     ap.add_argument("--step-timeout", type=float, default=300)
+    ap.add_argument("--pin-all", action="store_true",
+                    help="hold every peer, not only JAX, to the first T CPUs (taskset)")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "peers"))
     a = ap.parse_args()
     a.peers = a.peers.split(",")
     a.out = os.path.abspath(a.out)
     logs = os.path.join(a.out, "logs")
     os.makedirs(logs, exist_ok=True)
-    t_start = time.monotonic()
+    t_start, load0 = time.monotonic(), os.getloadavg()[0]
     rows, exports, profiles = [], {}, []
     for model in a.models.split(","):
         try:
@@ -264,12 +269,14 @@ def main():
             continue
         for t in map(int, a.threads.split(",")):
             rows.append(measure(model, t, art, a, logs))
-            slower = [p for p, r in rows[-1]["ratio"].items() if p != "eager" and r < 1]
+            slower = [p for p, r in rows[-1]["ratio"].items() if r < 1]
             if slower:
                 profiles.append((rows[-1], slower, profile(rows[-1], a)))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     report = [f"# bench/peers: {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
-              f"{a.steps} steps x {a.rounds} rounds, {time.monotonic() - t_start:.0f} s", "",
+              f"{a.steps} steps x {a.rounds} rounds, {time.monotonic() - t_start:.0f} s, "
+              f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
+              "(above the CPU count, 2-thread figures mostly time the scheduler)", "",
               "Ratio = peer ms/step / trainstep ms/step in the same round, median over rounds "
               "(peers alternate; above 1: trainstep is faster). trainstep ms/step: median "
               "over rounds. Compile s: the first 3 calls less 3 steady "
@@ -288,6 +295,9 @@ def main():
     report.append("- every Python peer: MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ 256 MiB "
                   "and flush-to-zero (torch.set_flush_denormal; XLA --xla_cpu_ftz), "
                   "OMP_NUM_THREADS=MKL_NUM_THREADS=threads; trainstep: --threads")
+    report.append("- CPU affinity: JAX is held to the first T CPUs by taskset when T is below "
+                  "the CPU count (XLA sizes its thread pool by the affinity); the others are "
+                  + ("too (--pin-all)" if a.pin_all else "not (--pin-all would)"))
     for row, slower, prof in profiles:
         report += ["", f"## trainstep slower than {', '.join(slower)}: {row['model']}, "
                    f"threads={row['threads']}", "", "```", prof, "```"]
