@@ -2,6 +2,8 @@
 # what they need (apt) and build first. Plain `make` builds build/trainstep.
 # `make test-asan` runs the whole suite under ASan + UBSan (build-asan/);
 # `make fuzz` runs each libFuzzer target for FUZZ_SECONDS (build-fuzz/).
+# `make peers` times trainstep against torch eager, torch.compile and JAX
+# (bench/peers/run.sh; PEERS_ARGS passes options, e.g. PEERS_ARGS="--models mnist").
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
@@ -9,7 +11,7 @@ FUZZ_SECONDS ?= 60
 JOBS ?= 2
 SAN_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINSTEP_SANITIZE=address,undefined
 
-.PHONY: all deps build demo test test-asan fuzz clean
+.PHONY: all deps build demo test test-asan fuzz peers clean
 all: build
 
 deps:
@@ -36,6 +38,9 @@ fuzz: deps
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DTRAINSTEP_FUZZ=ON -DTRAINSTEP_TESTS=OFF >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+peers: build
+	@TRAINSTEP_BIN=$${TRAINSTEP_BIN:-$(CURDIR)/$(BUILD)/trainstep} bench/peers/run.sh $(PEERS_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) out

@@ -4,6 +4,7 @@
 # tests/python/test_package.py pip-installs the exporter with it.)
 #   scripts/install-deps.sh        build and test
 #   scripts/install-deps.sh fuzz   also clang-14 and libFuzzer (`make fuzz`)
+#   scripts/install-deps.sh peers  also python3-dev (bench/peers: torch.compile's kernels)
 set -euo pipefail
 PKGS=(cmake g++ make pkg-config python3 python3-torch python3-numpy python3-pytest
       libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3-venv python3-pip zlib1g-dev
@@ -11,6 +12,8 @@ PKGS=(cmake g++ make pkg-config python3 python3-torch python3-numpy python3-pyte
       dataset-fashion-mnist fortunes libopenblas0-openmp)
 # clang's OpenMP (libomp) is what CMake finds for clang++.
 [ "${1:-}" = fuzz ] && PKGS+=(clang-14 libclang-rt-14-dev libomp-14-dev)
+# torch.compile (inductor) builds C++ kernels that include Python.h.
+[ "${1:-}" = peers ] && PKGS+=(python3-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
