@@ -14,12 +14,12 @@ class Halves(nn.Module):
         self.fc = nn.Linear(3, 2)
 
     def forward(self, x):
-        a, b = x.t().split(3, dim=1)
-        return self.fc(a + b)
+        a, b = x.t().split(3, dim=0)
+        return self.fc((a + b).t())
 
 
 def build():
     m = Halves()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     return trainstep.TrainSpec(m, nn.functional.cross_entropy, opt,
-                               (torch.randn(6, 4),), torch.randint(0, 2, (4,)))
+                               (torch.randn(4, 6),), torch.randint(0, 2, (4,)))
