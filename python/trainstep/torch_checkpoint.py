@@ -194,7 +194,7 @@ def _torch_step(opt, step):
 @functools.lru_cache(maxsize=None)
 def _steps_in_tensor(name):
     p = torch.nn.Parameter(torch.zeros(1))
-    o = getattr(torch.optim, name)([p], lr=0.1) if name != "Adadelta" else torch.optim.Adadelta([p])
+    o = getattr(torch.optim, name)([p])  # the optimizers that count steps all have a default lr
     p.grad = torch.zeros(1)
     o.step()
     return isinstance(o.state[p]["step"], torch.Tensor)

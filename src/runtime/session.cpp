@@ -302,15 +302,7 @@ std::string Session::find_nonfinite(const Executor& ex, int loss,
     const int in = fn.find_input("state", port.state);
     if (port.role == "state" && in >= 0 && fn.inputs[in].value == port.value) continue;
     const Tensor& t = ex.output(out);
-    int64_t i = first_nonfinite(t, opts_.threads);
-    // Only what this step made non-finite counts: a buffer that holds -inf
-    // on purpose (an attention mask) and passes through is not a NaN step.
-    // dst holds the old value here unless the step wrote it in place.
-    if (i >= 0 && dst && dst->data && dst->data != t.data && dst->numel() == t.numel() &&
-        dst->dtype == t.dtype) {
-      while (i < t.numel() && (std::isfinite(element(t, i)) || !std::isfinite(element(*dst, i)))) ++i;
-      if (i == t.numel()) continue;
-    }
+    const int64_t i = first_nonfinite(t, opts_.threads);
     if (i < 0) continue;
     if (port.role == "grad") return "the gradient of '" + port.state + "' is " + describe(t, i);
     const StateSpec* spec = program().find_state(port.state);
