@@ -71,7 +71,10 @@ def trainstep_bench(artifact, steps, threads, warmup=3, profile=False, binary=BI
     returns (median ms/step, load+compile s, stdout)."""
     cmd = [*prefix, binary, "bench", artifact, "--steps", str(steps), "--warmup", str(warmup),
            "--threads", str(threads)] + (["--profile"] if profile else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:  # its stderr says why; CalledProcessError would drop it
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-4000:]}")
+    out = p.stdout
     ms = float(re.search(r"step_ms_median=([0-9.]+)", out).group(1))
     m = re.search(r"load\+compile ([0-9.]+) s", out)
     return ms, float(m.group(1)) if m else float("nan"), out

@@ -28,12 +28,12 @@ void DnnlStep::bind(int arg, const dnnl::memory& m) {
 }
 
 void DnnlStep::exec() const {
-  const bool timed = is_reorder && LayoutTimer::on;
+  const bool timed = is_reorder && LayoutTimer::on();
   auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   dnnl_status_t st = dnnl_primitive_execute(prim.get(), cpu_stream().get(),
                                             static_cast<int>(args.size()), args.data());
   if (timed)
-    LayoutTimer::seconds +=
+    LayoutTimer::seconds() +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st != dnnl_success) fail("oneDNN primitive execution failed (status " + std::to_string(st) + ")");
 }

@@ -2,8 +2,14 @@
 
 namespace ts {
 
-thread_local bool LayoutTimer::on = false;
-thread_local double LayoutTimer::seconds = 0;
+bool& LayoutTimer::on() {
+  static thread_local bool v = false;
+  return v;
+}
+double& LayoutTimer::seconds() {
+  static thread_local double v = 0;
+  return v;
+}
 
 const TensorType& NodeCtx::input(int i) const {
   if (!has_input(i)) fail("input " + std::to_string(i) + " is missing");

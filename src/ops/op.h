@@ -76,9 +76,11 @@ struct KernelCtx {
 // Time kernels spend converting layouts (oneDNN reorders), accumulated only
 // while the executor profiles, so `bench --profile` can report it apart from
 // compute. Per thread: kernels are called from the executor's thread.
+// Functions, not static thread_local members: GCC's UBSan reads a member
+// defined in another file through its TLS wrapper as a null load.
 struct LayoutTimer {
-  static thread_local bool on;
-  static thread_local double seconds;
+  static bool& on();
+  static double& seconds();
 };
 
 class Kernel {

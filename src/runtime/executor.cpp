@@ -91,15 +91,15 @@ void Executor::run() {
     return;
   }
   using clock = std::chrono::steady_clock;
-  LayoutTimer::on = true;
+  LayoutTimer::on() = true;
   for (size_t i = 0; i < steps_.size(); ++i) {
-    const double layout0 = LayoutTimer::seconds;
+    const double layout0 = LayoutTimer::seconds();
     auto t0 = clock::now();
     steps_[i].kernel->run(steps_[i].in.data(), steps_[i].out.data());
     times_[i].seconds += std::chrono::duration<double>(clock::now() - t0).count();
-    times_[i].layout_seconds += LayoutTimer::seconds - layout0;
+    times_[i].layout_seconds += LayoutTimer::seconds() - layout0;
   }
-  LayoutTimer::on = false;
+  LayoutTimer::on() = false;
 }
 
 void Executor::run_observed() {

@@ -1,0 +1,33 @@
+"""`trainstep bench --profile` in every build, sanitizers included: the peers
+benchmark only profiles a model where trainstep is slower, so without this
+the profiling path ran in CI only on a slow machine (where it once failed
+under UBSan)."""
+import re
+
+from conftest import run
+
+
+def test_profile_rows_add_up(mnist_adadelta):
+    out = run("bench", mnist_adadelta, "--steps", "3", "--warmup", "1", "--threads", "1",
+              "--profile").stdout
+    lines = out.splitlines()
+    head = next(i for i, l in enumerate(lines) if l.startswith("op "))
+    rows = []
+    for l in lines[head + 1:]:
+        m = re.match(r"(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)%", l)
+        if not m:
+            break
+        rows.append((m.group(1), int(m.group(2)), float(m.group(3)), float(m.group(4))))
+    assert rows, out
+    ops = [r[0] for r in rows]
+    assert len(ops) == len(set(ops)), out  # one row per op
+    assert all(n >= 1 for _, n, _, _ in rows), out
+    assert "aten.convolution.default" in ops or any("conv" in o for o in ops), out
+    # Kernel shares are parts of the step time: they sum to at most 100 %
+    # (rounding aside), and the remainder is what the summary calls outside.
+    kernels = sum(share for _, _, _, share in rows)
+    assert kernels <= 100.5, out
+    outside = float(re.search(r"outside compute kernels: ([0-9.]+)%", out).group(1))
+    assert 0 <= outside <= 100, out
+    median = float(re.search(r"step_ms_median=([0-9.]+)", out).group(1))
+    assert median > 0
