@@ -206,7 +206,9 @@ void add_verify(CLI::App& app, Action& action) {
       }
       ts::Tensor y = batch("golden/step0", xs);
       s->eval_step(xs, y);
-      check("eval output", s->eval_output(), a.tensor("golden/eval/output0").view);
+      for (int i = 0; i < s->eval_output_count(); ++i)
+        check("eval " + s->eval_output_name(i), s->eval_output(i),
+              a.tensor("golden/eval/output" + std::to_string(i)).view);
       check("eval sample_loss", s->eval_sample_loss(), a.tensor("golden/eval/sample_loss").view);
       if (!failed.empty()) {
         std::printf("verify: FAILED %s\n", failed.c_str());

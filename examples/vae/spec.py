@@ -5,6 +5,8 @@ same noise), loss = binary cross-entropy (reduction='sum') + KL divergence.
 Adam(lr=1e-3), batch 128. One difference: in eval mode the latent is the
 mean (z = mu), since the eval step has no RNG inputs; the test loss is then
 BCE(decode(mu)) + KL, a deterministic stand-in for the negative ELBO.
+forward returns the example's tuple (recon, mu, logvar); the eval step's
+outputs are output/0, output/1 and output/2.
 
 The model reconstructs its input: the target is the image itself, pixels in
 [0, 1] as the example's transforms.ToTensor() gives them. Train with
@@ -45,14 +47,13 @@ class VAE(nn.Module):
     def forward(self, x):
         mu, logvar = self.encode(x.view(-1, 784))
         z = self.reparameterize(mu, logvar)
-        # One output tensor: the reconstruction and the latent statistics.
-        return torch.cat([self.decode(z), mu, logvar], dim=1)
+        return self.decode(z), mu, logvar
 
 
 def loss_function(out, x):
     """pytorch/examples' loss: reconstruction BCE summed over pixels and
     batch, plus the KL divergence of N(mu, exp(logvar)) from N(0, 1)."""
-    recon, mu, logvar = out.split([784, 20, 20], dim=1)
+    recon, mu, logvar = out
     bce = F.binary_cross_entropy(recon, x.view(-1, 784), reduction="sum")
     kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
     return bce + kld

@@ -97,7 +97,13 @@ class Session {
   bool last_step_skipped() const { return last_skipped_; }
   // One eval step (model.eval()); read the results below.
   void eval_step(const std::vector<Tensor>& inputs, const Tensor& target);
-  const Tensor& eval_output() const;       // the model's output
+  const Tensor& eval_output() const;       // the model's (first) output tensor
+  // Every output tensor of the model, in order, with its path in the
+  // model's output structure: "output" for a lone tensor, "output/0",
+  // "output/mu", ... for tuples, dicts, namedtuples and dataclasses.
+  int eval_output_count() const { return int(eval_outputs_.size()); }
+  const std::string& eval_output_name(int i) const;
+  const Tensor& eval_output(int i) const;
   const Tensor& eval_sample_loss() const;  // loss of each sample, [batch]
 
   // Gradient accumulation and gradients by name, for artifacts exported with
@@ -173,6 +179,7 @@ class Session {
   std::vector<int> train_inputs_, eval_inputs_;
   int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
   int eval_output_ = -1, eval_sample_loss_ = -1;
+  std::vector<int> eval_outputs_;  // eval_step output slots of role "output", by index
   std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
   // grad_step / apply_step (null when the artifact has none).
   std::unique_ptr<Function> grad_fn_, apply_fn_;

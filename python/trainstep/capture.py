@@ -16,7 +16,7 @@ import torch
 
 from . import capture_errors
 from . import optim as ts_optim
-from . import patches, provenance, rng, rnn
+from . import patches, provenance, pytree, rng, rnn
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -326,8 +326,11 @@ def capture_eval(parts):
              **{n: "buffer" for n in bn}}
     n_in = len(p.inputs)
 
-    def per_sample_loss(o, t):
-        return p.spec.loss_fn(o.unsqueeze(0), t.unsqueeze(0))
+    seen = {}  # the output's Structure, found while tracing
+
+    def per_sample_loss(t, *leaves):
+        one = seen["structure"].build([o.unsqueeze(0) for o in leaves])
+        return p.spec.loss_fn(one, t.unsqueeze(0))
 
     def step(*flat):
         it = iter(flat)
@@ -336,17 +339,23 @@ def capture_eval(parts):
         target = next(it)
         out = p.call_model({n: state[n] for n in pn}, {n: state[n] for n in fn},
                            {n: state[n] for n in bn}, inputs)
-        if not isinstance(out, torch.Tensor):
-            raise CaptureError("the model must return one tensor")
-        losses = vmap(per_sample_loss)(out, target)
-        return out, losses
+        try:
+            leaves, seen["structure"] = pytree.flatten(out)
+        except TypeError as e:
+            raise CaptureError(f"the model's eval output: {e}") from None
+        if not leaves:
+            raise CaptureError("the model's eval output holds no tensor")
+        losses = vmap(per_sample_loss)(target, *leaves)
+        return (*leaves, losses)
 
     sig_in = [dict(name=f"state/{n}", role="state", state=n, kind=kinds[n], **tensor_meta(st[n]))
               for n in names] + _data_inputs(p)
-    sig_out = [dict(role="output", index=0), dict(role="sample_loss")]
     example = [st[n] for n in names] + p.inputs + [p.target]
     with _mode(p.model, False), provenance.recording(p.model):
         gm = _trace(step, example)
+    sig_out = [dict(role="output", index=i, name=name)
+               for i, name in enumerate(seen["structure"].names)]
+    sig_out.append(dict(role="sample_loss"))
     return Captured(gm, Signature(sig_in, sig_out), example)
 
 
@@ -381,6 +390,53 @@ def _trace(fn, example):
     return gm
 
 
+# Ops whose result depends only on their first argument's dtype and shape,
+# and the fill value each gives (index into args, or a constant).
+_FROM_METADATA = {"aten.new_zeros.default": 0, "aten.new_ones.default": 1,
+                  "aten.new_empty.default": 0, "aten.new_full.default": ("arg", 2),
+                  "aten.zeros_like.default": 0, "aten.ones_like.default": 1,
+                  "aten.empty_like.default": 0, "aten.full_like.default": ("arg", 1)}
+
+
+def _constants(gm):
+    """Tensors the step reached outside its inputs become graph constants
+    (get_attr). The usual one is `weight = next(self.parameters());
+    weight.new_zeros(...)` (pytorch/examples' init_hidden): the parameter is
+    used only for its dtype, so those uses become full(size, value). Any
+    other use is refused with the source line: a parameter read that way
+    would get no gradient, and a plain tensor attribute is not state."""
+    g = gm.graph
+    for c in [n for n in g.nodes if n.op == "get_attr"]:
+        for u in list(c.users):
+            fill = _FROM_METADATA.get(str(u.target)) if u.op == "call_function" else None
+            shape, dtype = _meta(u)
+            if fill is None or shape is None or u.args[0] is not c:
+                continue
+            value = u.args[fill[1]] if isinstance(fill, tuple) else fill
+            with g.inserting_before(u):
+                new = g.call_function(torch.ops.aten.full.default, (shape, value), {"dtype": dtype})
+            _replace(u, new)
+        if not c.users:
+            g.erase_node(c)
+            continue
+        t = getattr(gm, c.target)
+        use = next(iter(c.users))
+        src = provenance.of_node(use)
+        where = f"{src['file']}:{src['line']}" if "file" in src else None
+        at = f" (in {provenance.describe(src)})" if src else ""
+        what = f"shape {list(t.shape)}, {str(t.dtype).replace('torch.', '')}"
+        if isinstance(t, torch.nn.Parameter):
+            raise CaptureError(
+                f"a parameter ({what}) is read other than through its module's attribute, e.g. "
+                f"by next(self.parameters()) or a reference kept elsewhere, so its gradient "
+                f"would be lost{at}. Read it as the module's attribute (self.layer.weight), or "
+                f"use it only for its dtype and shape (new_zeros, zeros_like)", where)
+        raise CaptureError(
+            f"the step uses a tensor that is neither an input, a parameter nor a buffer "
+            f"({what}), a constant it could not update or checkpoint{at}. Register it with "
+            f"self.register_buffer(name, tensor), or make it an nn.Parameter", where)
+
+
 def _mutating_nodes(gm):
     return [n for n in gm.graph.nodes
             if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
@@ -390,6 +446,7 @@ def _mutating_nodes(gm):
 def _clean(gm):
     capture_errors.check_graph(gm)  # before dead code goes
     g = gm.graph
+    _constants(gm)
     for n in list(g.nodes):
         if n.op != "call_function":
             continue

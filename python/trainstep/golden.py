@@ -9,7 +9,7 @@ import copy
 import torch
 
 from . import optim as ts_optim
-from . import rng
+from . import pytree, rng
 
 
 def make_batches(parts, steps, seed):
@@ -74,8 +74,11 @@ def record(parts, steps=3, seed=0, grads=False):
     with torch.no_grad():
         xs, y = batches[0]
         out = model(*xs)
-        per = torch.stack([spec.loss_fn(out[i:i + 1], y[i:i + 1]) for i in range(y.shape[0])])
-    tensors["golden/eval/output0"] = out
+        leaves, structure = pytree.flatten(out)
+        per = torch.stack([spec.loss_fn(structure.build([o[i:i + 1] for o in leaves]), y[i:i + 1])
+                           for i in range(y.shape[0])])
+    for i, o in enumerate(leaves):
+        tensors[f"golden/eval/output{i}"] = o
     tensors["golden/eval/sample_loss"] = per
     meta = {"steps": steps, "seed": seed, "offset": step0, "lr": parts.opt.base_lr}
     return meta, tensors

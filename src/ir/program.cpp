@@ -71,6 +71,7 @@ Port read_port(const Reader& r, const json& j, const std::string& where, bool is
   Port p;
   p.role = r.str(j, "role", where);
   if (is_input) p.name = r.str(j, "name", where);
+  else if (j.contains("name")) p.name = r.str(j, "name", where);
   if (j.contains("state")) p.state = r.str(j, "state", where);
   if (j.contains("index") && j.at("index").is_number_integer()) p.index = j.at("index").get<int>();
   p.type = r.type(j, where);
@@ -152,7 +153,6 @@ Function read_function(const Reader& r, const std::string& fname, const json& j)
     auto it = ids.find(v);
     if (it == ids.end()) r.fail(where, "value '" + v + "' is not defined");
     p.value = it->second;
-    p.name = v;
     f.outputs.push_back(p);
   }
   return f;
@@ -310,7 +310,7 @@ void verify_function(Function& f, const std::string& what) {
   }
   for (const auto& p : f.outputs)
     if (f.value_types[p.value] != p.type)
-      fail(what + ": function '" + f.name + "': output '" + p.name + "' is " +
+      fail(what + ": function '" + f.name + "': output '" + f.value_names[p.value] + "' is " +
            f.value_types[p.value].str() + " but the signature says " + p.type.str());
 }
 

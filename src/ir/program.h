@@ -27,7 +27,7 @@ struct Node {
 
 // One input or output of a function's signature.
 struct Port {
-  std::string name;   // value name (inputs) or "" (outputs)
+  std::string name;   // value name (inputs); for outputs the model output's path ("output/mu"), or ""
   std::string role;   // state | lr | rng_seed | rng_offset | input | target | loss | output | sample_loss
   std::string state;  // state tensor name, for role "state"
   int index = 0;      // model input/output index, for role input/output

@@ -9,10 +9,11 @@ namespace ts {
 
 namespace {
 
-std::string port_attrs(const Port& p) {
+std::string port_attrs(const Port& p, bool output) {
   std::string s = "{role=" + p.role;
   if (!p.state.empty()) s += ", state=" + p.state;
   if (p.index != 0) s += ", index=" + std::to_string(p.index);
+  if (output && !p.name.empty()) s += ", name=" + p.name;
   return s + "}";
 }
 
@@ -83,8 +84,8 @@ struct Cursor {
     if (!over.empty()) fail("type " + t.str() + ": " + over);
     return t;
   }
-  // `{role=R, state=S, index=I}`
-  void port_attrs(Port& port) {
+  // `{role=R, state=S, index=I}`, and on outputs `name=N`
+  void port_attrs(Port& port, bool output) {
     expect('{');
     do {
       std::string k = word();
@@ -93,6 +94,7 @@ struct Cursor {
       if (k == "role") port.role = v;
       else if (k == "state") port.state = v;
       else if (k == "index") port.index = std::atoi(v.c_str());
+      else if (k == "name" && output) port.name = v;  // an input's name is its value's
       else fail("unknown port attribute '" + k + "'");
     } while (eat(','));
     expect('}');
@@ -129,7 +131,7 @@ struct Builder {
         p.name = c.value_name();
         c.expect(':');
         p.type = c.type();
-        c.port_attrs(p);
+        c.port_attrs(p, false);
         p.value = define(c, p.name, p.type);
         f.inputs.push_back(p);
       } while (c.eat(','));
@@ -186,9 +188,8 @@ struct Builder {
     if (c.at_end()) return;
     do {
       Port p;
-      p.name = c.value_name();
-      p.value = use(c, p.name);
-      c.port_attrs(p);
+      p.value = use(c, c.value_name());
+      c.port_attrs(p, true);
       f.outputs.push_back(p);
     } while (c.eat(','));
     if (!c.at_end()) c.fail("unexpected text after the return list");
@@ -229,7 +230,7 @@ std::string print_function(const Function& f) {
   std::string s = "func " + f.name + "(";
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const Port& p = f.inputs[i];
-    s += (i ? ", %" : "%") + f.value_names[p.value] + ": " + p.type.str() + " " + port_attrs(p);
+    s += (i ? ", %" : "%") + f.value_names[p.value] + ": " + p.type.str() + " " + port_attrs(p, false);
   }
   s += ") {\n";
   for (const Node& n : f.nodes) {
@@ -246,7 +247,7 @@ std::string print_function(const Function& f) {
   }
   s += "  return";
   for (size_t i = 0; i < f.outputs.size(); ++i)
-    s += (i ? ", %" : " %") + f.value_names[f.outputs[i].value] + " " + port_attrs(f.outputs[i]);
+    s += (i ? ", %" : " %") + f.value_names[f.outputs[i].value] + " " + port_attrs(f.outputs[i], true);
   return s + "\n}\n";
 }
 

@@ -36,6 +36,26 @@ TEST(IrText, RoundTripsMultiOutputsNoneAndIndices) {
       "}\n");
 }
 
+TEST(IrText, OutputNamesRoundTripAndStayOffInputs) {
+  const std::string text =
+      "func h(%x: float32[2] {role=input}) {\n"
+      "  %a = aten.neg.default(%x)\n"
+      "  return %a {role=output, name=output/mu}, %x {role=output, index=1, name=output/0/h}\n"
+      "}\n";
+  expect_round_trip(text);
+  ts::Function f = parse_function(text);
+  EXPECT_EQ(f.outputs[0].name, "output/mu");
+  EXPECT_EQ(f.outputs[1].name, "output/0/h");
+  // An output without a name has none (not its value's name).
+  EXPECT_EQ(parse_function("func k(%x: float32[2] {role=input}) {\n  return %x {role=output}\n}\n")
+                .outputs[0].name, "");
+  // An input's name is its value's: `name=` there is refused.
+  EXPECT_NE(error_of([] {
+              parse_function("func k(%x: float32[2] {role=input, name=y}) {\n  return\n}\n");
+            }).find("unknown port attribute 'name'"),
+            std::string::npos);
+}
+
 TEST(IrText, RoundTripsEmptyAndNonFinite) {
   expect_round_trip("func e() {\n  return\n}\n");
   expect_round_trip(

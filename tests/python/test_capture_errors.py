@@ -2,6 +2,7 @@
 cause, the user's FILE:LINE and the way out (capture_errors.py), the same
 under torch 1.13 and 2.x: whichever interpreter runs pytest exports."""
 import pytest
+import torch
 
 from conftest import run
 from test_errors import _line_of, _one_line_error
@@ -113,6 +114,40 @@ def test_tensor_subclass_parameter(tmp_path):
 def test_tensor_subclass_in_the_batch(tmp_path, batch, what):
     _export_error(tmp_path, _spec(batch=batch), f"unsupported tensor subclass: {what} is a "
                   "Tagged", "t.as_subclass(torch.Tensor)", at="def build():")
+
+
+def test_plain_tensor_attribute(tmp_path):
+    """A tensor attribute that is neither a parameter nor a buffer."""
+    _export_error(tmp_path, _spec(init="self.scale = torch.full((4,), 2.0)",
+                                  body="x = x * self.scale"),
+                  "neither an input, a parameter nor a buffer", "shape [4], float32",
+                  "self.register_buffer(name, tensor)", at="x = x * self.scale")
+
+
+def test_parameter_from_metadata_only_is_taken(tmp_path):
+    """weight.new_zeros(...) of `next(self.parameters())` (word_language_model's
+    init_hidden) needs only the dtype: exported and verified under both torches."""
+    spec = tmp_path / "spec.py"
+    spec.write_text(_spec(body="x = x + next(self.parameters()).new_zeros(x.shape)"))
+    run("export", spec, "--out", tmp_path / "x.tstep")
+    assert run("verify", tmp_path / "x.tstep").stdout.strip().endswith("verify: ok")
+
+
+def test_parameter_read_outside_its_module(tmp_path):
+    """Computing with next(self.parameters()): 2.x's functional_call hands the
+    traced parameter, so it exports and verifies; 1.13's hands the module's
+    own, whose gradient the capture would lose, so it is refused."""
+    body = "x = x + (x @ next(self.parameters()).t()).sum()"
+    text = _spec(body=body)
+    if int(torch.__version__.split(".")[0]) >= 2:
+        spec = tmp_path / "spec.py"
+        spec.write_text(text)
+        run("export", spec, "--out", tmp_path / "x.tstep")
+        assert run("verify", tmp_path / "x.tstep").stdout.strip().endswith("verify: ok")
+    else:
+        _export_error(tmp_path, text, "a parameter (shape [3, 4], float32) is read other than "
+                      "through its module's attribute", "its gradient would be lost",
+                      "self.layer.weight", at=body)
 
 
 def test_the_line_is_in_the_model_file(tmp_path):

@@ -1,0 +1,62 @@
+"""Model outputs of any structure: a tensor, or tuples, lists, dicts,
+namedtuples and dataclasses of them, nested. The eval step returns the
+tensor leaves, each named by its path ("output", "output/0",
+"output/mu", "output/0/h"), and the loss function still receives the
+structure the model built.
+
+torch.utils._pytree is not used: its namedtuple and dataclass support and
+its key paths differ between torch 1.13 and 2.x, and the names here are
+part of the artifact format.
+"""
+import dataclasses
+
+import torch
+
+
+class Structure:
+    """The shape of one output: `names` of its tensor leaves, and `build`,
+    which puts new leaves (same order) back into the structure. Leaves that
+    are not tensors (None, ints) are kept as they were."""
+
+    def __init__(self, names, build):
+        self.names = names
+        self.build = build
+
+
+def flatten(obj, prefix="output"):
+    """(leaves, Structure). Raises TypeError naming the path of a value that
+    is neither a tensor, a container above, nor a plain constant."""
+    leaves, names = [], []
+    build = _walk(obj, prefix, leaves, names)
+    return leaves, Structure(names, lambda new: build(iter(new)))
+
+
+def _walk(obj, path, leaves, names):
+    if isinstance(obj, torch.Tensor):
+        leaves.append(obj)
+        names.append(path)
+        return lambda it: next(it)
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return lambda it: obj
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
+        subs = [_walk(v, f"{path}/{f}", leaves, names) for f, v in zip(obj._fields, obj)]
+        return lambda it: type(obj)(*[s(it) for s in subs])
+    if isinstance(obj, (tuple, list)):
+        subs = [_walk(v, f"{path}/{i}", leaves, names) for i, v in enumerate(obj)]
+        return lambda it: type(obj)(s(it) for s in subs)
+    if isinstance(obj, dict):
+        keys = list(obj)
+        subs = [_walk(obj[k], f"{path}/{k}", leaves, names) for k in keys]
+        return lambda it: type(obj)((k, s(it)) for k, s in zip(keys, subs))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = [f.name for f in dataclasses.fields(obj)]
+        subs = [_walk(getattr(obj, f), f"{path}/{f}", leaves, names) for f in fields]
+        return lambda it: dataclasses.replace(obj, **{f: s(it) for f, s in zip(fields, subs)})
+    raise TypeError(f"{path} is a {type(obj).__qualname__}; a model output may hold tensors, "
+                    "tuples, lists, dicts, namedtuples, dataclasses and plain constants")
+
+
+def map_leaves(fn, obj):
+    """obj with fn applied to each tensor leaf."""
+    leaves, s = flatten(obj)
+    return s.build([fn(t) for t in leaves])
