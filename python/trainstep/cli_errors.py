@@ -60,17 +60,18 @@ def _in(path, *folders):
     return os.path.abspath(path).startswith(tuple(folders))
 
 
-def locate(e, user_file=None):
+def locate(e, user_file=None, user_only=False):
     """'FILE:LINE' where `e` arose: the innermost frame in `user_file`, else
     the innermost one outside torch, trainstep and the standard library,
     else outside torch. The whole chain of causes counts (a wrapped error
-    keeps the user's frame in its cause). None when no frame qualifies."""
+    keeps the user's frame in its cause). None when no frame qualifies.
+    user_only: the frame in `user_file` or None."""
     if isinstance(e, SyntaxError) and e.filename and e.lineno:
         return _shown(e.filename, user_file) + f":{e.lineno}"
     user = os.path.abspath(user_file) if user_file else None
     tests = [lambda f: user is not None and os.path.abspath(f) == user,
              lambda f: not _in(f, _TORCH_DIR, _OWN_DIR, *_STDLIB_DIRS),
-             lambda f: not _in(f, _TORCH_DIR)]
+             lambda f: not _in(f, _TORCH_DIR)][:1 if user_only else 3]
     frames = [fr for ex in reversed(_chain(e))
               for fr in reversed(traceback.extract_tb(ex.__traceback__))
               if not fr.filename.startswith("<")]
@@ -132,6 +133,10 @@ def run(prog, body, where, debug=False, known=(), user_file=None, known_name_fil
                 msg = f"{at}: {msg}"
         elif isinstance(e, (SetupError, *known)):
             msg = str(e)
+            # Our own errors say where they are from; a frame of ours
+            # (e.g. export.py's op check) is no place to point the user to.
+            at = _stated(e, user_file) or (locate(e, user_file, user_only=True)
+                                           if user_file else None)
             # load_spec's errors about the file already start with its name.
             if not known_name_file and not isinstance(e, SetupError) \
                     and not msg.startswith(f"{where}:"):

@@ -55,7 +55,129 @@ def decomposition_table():
     table = {k: v for k, v in table.items() if str(k) not in KEEP}
     table[torch.ops.aten.embedding.default] = _embedding
     table[torch.ops.aten.baddbmm.default] = _baddbmm
+    # 2.x's table has these; 1.13's does not.
+    table.setdefault(torch.ops.aten.pixel_shuffle.default, _pixel_shuffle)
+    table.setdefault(torch.ops.aten.pixel_unshuffle.default, _pixel_unshuffle)
+    # ELU/SELU/CELU: 2.x lowers F.selu to aten.elu, which its table keeps whole.
+    table[torch.ops.aten.elu.default] = _elu
+    table[torch.ops.aten.elu_backward.default] = _elu_backward
+    A = torch.ops.aten
+    ours = {A.leaky_relu.default: _leaky_relu, A.leaky_relu_backward.default: _leaky_relu_backward,
+            A.hardtanh.default: _hardtanh, A.hardtanh_backward.default: _hardtanh_backward,
+            A.softplus.default: _softplus, A.softplus_backward.default: _softplus_backward,
+            A.mish.default: _mish, A.mish_backward.default: _mish_backward,
+            A.celu.default: _celu, A.sgn.default: _sgn}
+    if hasattr(A, "prelu_backward"):  # 1.13; 2.x decomposes prelu itself
+        ours[A.prelu.default] = _prelu
+        ours[A.prelu_backward.default] = _prelu_backward
+    for op, fn in ours.items():
+        table.setdefault(op, fn)  # where the torch's table has one, it is kept
     return table
+
+
+# Activation decompositions into ops the runtime has (forward and the
+# backward op autograd calls), each checked against torch in
+# tests/python/test_real_models.py.
+def _leaky_relu(x, negative_slope=0.01):
+    return torch.where(x > 0, x, x * negative_slope)
+
+
+def _leaky_relu_backward(grad, x, negative_slope, self_is_result):
+    return torch.where(x > 0, grad, grad * negative_slope)
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0):
+    return torch.clamp(x, min_val, max_val)
+
+
+def _hardtanh_backward(grad, x, min_val, max_val):
+    inside = (x > min_val) & (x < max_val)
+    return torch.where(inside, grad, grad * 0)
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, linear above threshold as torch."""
+    bx = x * beta
+    return torch.where(bx > threshold, x, torch.log1p(torch.exp(bx)) / beta)
+
+
+def _softplus_backward(grad, x, beta, threshold):
+    bx = x * beta
+    return torch.where(bx > threshold, grad, grad * torch.sigmoid(bx))
+
+
+def _mish(x):
+    return x * torch.tanh(_softplus(x))
+
+
+def _mish_backward(grad, x):
+    sp = _softplus(x)
+    t = torch.tanh(sp)
+    return grad * (t + x * torch.sigmoid(x) * (1 - t * t))
+
+
+def _celu(x, alpha=1.0):
+    return _elu(x, alpha, 1.0, 1.0 / alpha)
+
+
+def _prelu_weight(x, weight):
+    """PReLU's weight (one value, or one per channel: dim 1) broadcast to x."""
+    if weight.numel() == 1 or x.dim() < 2:
+        return weight.reshape(())
+    return weight.reshape(-1, *[1] * (x.dim() - 2))
+
+
+def _prelu(x, weight):
+    return torch.where(x > 0, x, x * _prelu_weight(x, weight))
+
+
+def _prelu_backward(grad, x, weight):
+    w = _prelu_weight(x, weight)
+    gx = torch.where(x > 0, grad, grad * w)
+    gw = torch.where(x > 0, grad * 0, grad * x)
+    if weight.numel() == 1 or x.dim() < 2:
+        gw = gw.sum().reshape(weight.shape)
+    else:
+        gw = gw.sum(dim=[d for d in range(x.dim()) if d != 1]).reshape(weight.shape)
+    return gx, gw
+
+
+def _sgn(x):
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1))."""
+    neg = torch.expm1(x * input_scale) * (alpha * scale)
+    return torch.where(x > 0, x * scale, neg)
+
+
+def _elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result):
+    """elu's gradient, from its input or (is_result, in-place ELU) its output."""
+    if is_result:
+        neg = grad * input_scale * (self_or_result + alpha * scale)
+    else:
+        neg = grad * (input_scale * alpha * scale) * torch.exp(self_or_result * input_scale)
+    return torch.where(self_or_result > 0, grad * scale, neg)
+
+
+def _pixel_shuffle(x, r):
+    """[*, C*r*r, H, W] -> [*, C, H*r, W*r] as a reshape, a permute and a
+    reshape (its backward, pixel_unshuffle, decomposes the same way)."""
+    *lead, c, h, w = x.shape
+    n = len(lead)
+    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    y = y.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return y.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def _pixel_unshuffle(x, r):
+    """[*, C, H*r, W*r] -> [*, C*r*r, H, W], pixel_shuffle's inverse."""
+    *lead, c, hr, wr = x.shape
+    n = len(lead)
+    y = x.reshape(*lead, c, hr // r, r, wr // r, r)
+    y = y.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return y.reshape(*lead, c * r * r, hr // r, wr // r)
 
 
 def _baddbmm(input, batch1, batch2, beta=1, alpha=1):

@@ -126,6 +126,48 @@ def dropout(x, p=0.5, training=True, inplace=False):
     return x * keep / (1.0 - p)
 
 
+def _channel_mask_shape(x, spatial=None):
+    """Shape of a per-channel mask: (N, C, 1, ...), or (C, 1, ...) where torch
+    reads the input as unbatched: F.dropout1d/3d given rank spatial + 1.
+    F.dropout2d (spatial 2) takes a 3-d input as (N, C, L), as torch does;
+    feature alpha dropout (spatial None) always masks (N, C)."""
+    lead = 1 if spatial in (1, 3) and x.dim() == spatial + 1 else 2
+    return list(x.shape[:lead]) + [1] * (x.dim() - lead)
+
+
+def _channel_dropout(spatial):
+    """F.dropout1d/2d/3d on the stream: whole channels zeroed, scale 1/(1-p)."""
+    def run(x, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return x
+        if p == 1.0:
+            return x * 0.0
+        keep = draw_uniform(_channel_mask_shape(x, spatial)) >= p
+        return x * keep / (1.0 - p)
+    return run
+
+
+# SELU's negative saturation, -scale * alpha: what alpha dropout drops to.
+_ALPHA_PRIME = -1.7580993408473766
+
+
+def _alpha(feature):
+    """F.alpha_dropout (feature=False) and F.feature_alpha_dropout on the
+    stream: dropped units take SELU's saturation value, then an affine map
+    keeps mean 0 and variance 1 (torch's formula)."""
+    def run(x, p=0.5, training=False, inplace=False):
+        if not training or p == 0.0:
+            return x
+        if p == 1.0:
+            return x * 0.0
+        shape = _channel_mask_shape(x) if feature else x.shape
+        keep = (draw_uniform(shape) >= p).to(x.dtype)
+        a = ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** -0.5
+        b = -a * _ALPHA_PRIME * p
+        return (x * keep + _ALPHA_PRIME * (1 - keep)) * a + b
+    return run
+
+
 def _rand_like(x, *args, dtype=None, **kwargs):
     return draw_uniform(x.shape).to(dtype or x.dtype)
 
@@ -152,6 +194,13 @@ def _patched_functions():
     saved = (F.dropout, torch.rand_like, torch.randn_like)
     sdpa = attention.original()
     F.dropout, torch.rand_like, torch.randn_like = dropout, _rand_like, _randn_like
+    extra = {"dropout1d": _channel_dropout(1), "dropout2d": _channel_dropout(2),
+             "dropout3d": _channel_dropout(3), "alpha_dropout": _alpha(False),
+             "feature_alpha_dropout": _alpha(True)}
+    extra = {k: v for k, v in extra.items() if hasattr(F, k)}  # dropout1d: torch >= 1.12
+    saved_extra = {k: getattr(F, k) for k in extra}
+    for k, v in extra.items():
+        setattr(F, k, v)
     if sdpa is not None:
         F.scaled_dot_product_attention = _sdpa_on_stream(sdpa)
     try:
@@ -159,5 +208,7 @@ def _patched_functions():
             yield
     finally:
         F.dropout, torch.rand_like, torch.randn_like = saved
+        for k, v in saved_extra.items():
+            setattr(F, k, v)
         if sdpa is not None:
             F.scaled_dot_product_attention = sdpa

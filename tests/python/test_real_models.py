@@ -1,0 +1,198 @@
+"""Models written the way public code writes them (tests/python/specs/real/),
+not reshaped for trainstep: each exports and verifies at verify's default
+tolerance, under whichever torch runs pytest (make test runs both).
+
+Patterns covered (issue 13's table):
+  init_hidden_lm      word_language_model's init_hidden: next(self.parameters()).new_zeros
+  super_resolution    super_resolution's nn.PixelShuffle net
+  structured_outputs  a dict, a namedtuple and a dataclass returned by forward
+  examples/vae        pytorch/examples' VAE returning (recon, mu, logvar)
+  channel_dropout     nn.Dropout2d/Dropout1d/AlphaDropout on the Philox stream
+  activations         LeakyReLU, PReLU, ELU, SELU, CELU, Softplus, Mish, SiLU,
+                      Hardtanh, ReLU6, Softsign, Tanhshrink, LogSigmoid, Hardsigmoid
+The eval step returns every tensor leaf of the output, named by its path;
+verify checks each against eager.
+"""
+import json
+import os
+
+import pytest
+import torch
+
+from conftest import ROOT, SPECS, run
+
+REAL = os.path.join(SPECS, "real")
+
+
+def _export_verify(tmp_path, spec, env=None):
+    out = tmp_path / (os.path.basename(spec)[:-3] + ".tstep")
+    old = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        run("export", spec, "--out", out)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    p = run("verify", out, "--threads", "1")
+    assert p.stdout.strip().splitlines()[-1] == "verify: ok", p.stdout
+    return out, p.stdout
+
+
+def _eval_outputs(path):
+    from trainstep import safetensors_io
+    _, meta = safetensors_io.load(str(path))
+    outs = json.loads(meta["program"])["functions"]["eval_step"]["outputs"]
+    return [o.get("name") for o in outs if o["role"] == "output"]
+
+
+@pytest.mark.parametrize("name", ["init_hidden_lm", "super_resolution", "channel_dropout",
+                                  "activations"])
+def test_verifies(tmp_path, name):
+    _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
+
+
+@pytest.mark.parametrize("kind", ["dict", "namedtuple", "dataclass"])
+def test_structured_outputs(tmp_path, kind):
+    out, text = _export_verify(tmp_path, os.path.join(REAL, "structured_outputs.py"),
+                               {"OUTPUT": kind})
+    # The tensor leaves in the structure's order; the str field and the
+    # dict's float are constants, not outputs.
+    names = ["output/logits", "output/aux/0", "output/aux/1"]
+    assert _eval_outputs(out) == names
+    for n in names:
+        assert f"eval {n} " in text, text
+
+
+def test_vae_returns_its_tuple(tmp_path):
+    out, text = _export_verify(tmp_path, os.path.join(ROOT, "examples", "vae", "spec.py"))
+    assert _eval_outputs(out) == ["output/0", "output/1", "output/2"]
+
+
+def test_pixel_shuffle_decompositions_match_torch():
+    """1.13's capture decomposes pixel_(un)shuffle itself (2.x's table has
+    them); random shapes, batched and not, against torch's own ops."""
+    from trainstep.compat import _pixel_shuffle, _pixel_unshuffle
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        r = int(torch.randint(1, 4, (1,), generator=g))
+        lead = torch.randint(1, 4, (int(torch.randint(0, 3, (1,), generator=g)),), generator=g)
+        c, h, w = (int(v) for v in torch.randint(1, 5, (3,), generator=g))
+        x = torch.randn(*lead.tolist(), c * r * r, h, w, generator=g)
+        assert torch.equal(_pixel_shuffle(x, r), torch.pixel_shuffle(x, r))
+        y = torch.pixel_shuffle(x, r)
+        assert torch.equal(_pixel_unshuffle(y, r), torch.pixel_unshuffle(y, r))
+
+
+def _cases(g, n=6):
+    """Random shapes with exact zeros and ties sprinkled in."""
+    for _ in range(n):
+        shape = torch.randint(1, 5, (int(torch.randint(1, 4, (1,), generator=g)),),
+                              generator=g).tolist()
+        x = torch.randn(*shape, generator=g) * 3
+        x.view(-1)[::3] = 0.0
+        yield x, torch.randn(*shape, generator=g)
+
+
+A = torch.ops.aten
+DECOMPOSED = [  # (torch op, our decomposition's name, extra args)
+    (A.elu.default, "_elu", (0.7, 1.2, 0.9)),
+    (A.leaky_relu.default, "_leaky_relu", (0.1,)),
+    (A.hardtanh.default, "_hardtanh", (-0.5, 0.5)),
+    (A.softplus.default, "_softplus", (2.0, 5.0)),
+    (A.mish.default, "_mish", ()),
+    (A.celu.default, "_celu", (1.3,)),
+    (A.sgn.default, "_sgn", ()),
+]
+BACKWARD = [  # (torch op, ours, extra args after (grad, x))
+    (A.leaky_relu_backward.default, "_leaky_relu_backward", (0.1, False)),
+    (A.hardtanh_backward.default, "_hardtanh_backward", (-0.5, 0.5)),
+    (A.softplus_backward.default, "_softplus_backward", (2.0, 5.0)),
+    (A.mish_backward.default, "_mish_backward", ()),
+]
+
+
+@pytest.mark.parametrize("op,ours,args", DECOMPOSED, ids=[c[1] for c in DECOMPOSED])
+def test_activation_decompositions_match_torch(op, ours, args):
+    from trainstep import compat
+    g = torch.Generator().manual_seed(1)
+    for x, _ in _cases(g):
+        torch.testing.assert_close(getattr(compat, ours)(x, *args), op(x, *args),
+                                   rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op,ours,args", BACKWARD, ids=[c[1] for c in BACKWARD])
+def test_activation_backward_decompositions_match_torch(op, ours, args):
+    from trainstep import compat
+    g = torch.Generator().manual_seed(2)
+    for x, grad in _cases(g):
+        torch.testing.assert_close(getattr(compat, ours)(grad, x, *args), op(grad, x, *args),
+                                   rtol=1e-6, atol=1e-6)
+
+
+def test_elu_backward_matches_torch():
+    """From the input, and (in-place ELU) from the result."""
+    from trainstep import compat
+    g = torch.Generator().manual_seed(3)
+    for x, grad in _cases(g):
+        y = torch.nn.functional.elu(x, 0.7)
+        for args in [(0.7, 1.2, 0.9, False, x), (0.7, 1.0, 1.0, True, y)]:
+            torch.testing.assert_close(compat._elu_backward(grad, *args),
+                                       A.elu_backward.default(grad, *args))
+
+
+@pytest.mark.skipif(not hasattr(A, "prelu_backward"), reason="2.x decomposes prelu itself")
+def test_prelu_decomposition_matches_torch():
+    from trainstep import compat
+    g = torch.Generator().manual_seed(4)
+    for shape, wn in [((5, 3), 3), ((2, 4, 3, 3), 4), ((2, 4, 3), 1), ((7,), 1)]:
+        x, grad = torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)
+        w = torch.rand(wn, generator=g)
+        torch.testing.assert_close(compat._prelu(x, w), A.prelu.default(x, w))
+        for got, want in zip(compat._prelu_backward(grad, x, w), A.prelu_backward.default(grad, x, w)):
+            torch.testing.assert_close(got, want)
+
+
+def _constant_dims(y):
+    return [d for d in range(y.dim()) if bool((y == y.select(d, 0).unsqueeze(d)).all())]
+
+
+@pytest.mark.parametrize("name,shape", [
+    ("dropout1d", (5, 6, 7)), ("dropout1d", (6, 7)), ("dropout2d", (5, 6, 7, 8)),
+    ("dropout2d", (5, 6, 7)), ("dropout3d", (4, 5, 3, 3, 3)), ("dropout3d", (5, 3, 3, 3)),
+    ("feature_alpha_dropout", (5, 6, 7, 8))])
+def test_channel_dropout_masks_what_torch_masks(name, shape):
+    """The stream's channel dropout zeroes the same kind of slice as torch's
+    (whole channels; unbatched inputs read as torch reads them): the dims
+    along which the output is constant on a ones input agree."""
+    import warnings
+    import torch.nn.functional as F
+    from trainstep import rng
+    x = torch.ones(shape)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # dropout2d's 3-d input warning
+        want = _constant_dims(getattr(F, name)(x, 0.5, True))
+        with rng.stream(torch.tensor(0), torch.tensor(0)):
+            got = _constant_dims(getattr(F, name)(x, 0.5, True))
+    assert got == want
+
+
+def test_alpha_dropout_is_torchs_affine_map():
+    """Kept units map to a*x + b and dropped ones to one constant: a, b and
+    the constant fitted from torch's own output match ours."""
+    import torch.nn.functional as F
+    from trainstep import rng
+    x = torch.randn(4000, generator=torch.Generator().manual_seed(5))
+
+    def fit(y):
+        dropped = torch.mode(y).values  # the one repeated value
+        kept = y != dropped
+        a = torch.linalg.lstsq(torch.stack([x[kept], torch.ones(int(kept.sum()))], 1),
+                               y[kept].unsqueeze(1)).solution.flatten()
+        return torch.stack([a[0], a[1], dropped])
+
+    torch.manual_seed(0)
+    want = fit(F.alpha_dropout(x, 0.3, True))
+    with rng.stream(torch.tensor(0), torch.tensor(0)):
+        got = fit(F.alpha_dropout(x, 0.3, True))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
