@@ -116,6 +116,14 @@ def test_tensor_subclass_in_the_batch(tmp_path, batch, what):
                   "Tagged", "t.as_subclass(torch.Tensor)", at="def build():")
 
 
+def test_sequence_first_batch(tmp_path):
+    """(seq, batch) inputs with a flat target (word_language_model's data):
+    one line at build(), not an IndexError from the golden trace."""
+    _export_error(tmp_path, _spec(batch="x, y = torch.randn(5, 4), torch.randint(0, 3, (10,))"),
+                  "batch dimension: example input 0 has 5 rows on dim 0 (shape [5, 4])",
+                  "the example target has 10", "transpose it to (batch, seq)", at="def build():")
+
+
 def test_plain_tensor_attribute(tmp_path):
     """A tensor attribute that is neither a parameter nor a buffer."""
     _export_error(tmp_path, _spec(init="self.scale = torch.full((4,), 2.0)",
