@@ -128,10 +128,12 @@ def dropout(x, p=0.5, training=True, inplace=False):
 
 def _channel_mask_shape(x, spatial=None):
     """Shape of a per-channel mask: (N, C, 1, ...), or (C, 1, ...) where torch
-    reads the input as unbatched: F.dropout1d/3d given rank spatial + 1.
-    F.dropout2d (spatial 2) takes a 3-d input as (N, C, L), as torch does;
-    feature alpha dropout (spatial None) always masks (N, C)."""
-    lead = 1 if spatial in (1, 3) and x.dim() == spatial + 1 else 2
+    reads the input as unbatched: F.dropout1d/3d given any rank but 3 / 5.
+    F.dropout2d (spatial 2) masks (N, C) at every rank (a 3-d input is
+    (N, C, L) to torch), as does feature alpha dropout (spatial None)."""
+    if spatial == 1 and x.dim() not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {x.dim()}D input")
+    lead = 1 if spatial in (1, 3) and x.dim() != spatial + 2 else 2
     return list(x.shape[:lead]) + [1] * (x.dim() - lead)
 
 

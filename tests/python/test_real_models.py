@@ -159,7 +159,8 @@ def _constant_dims(y):
 @pytest.mark.parametrize("name,shape", [
     ("dropout1d", (5, 6, 7)), ("dropout1d", (6, 7)), ("dropout2d", (5, 6, 7, 8)),
     ("dropout2d", (5, 6, 7)), ("dropout3d", (4, 5, 3, 3, 3)), ("dropout3d", (5, 3, 3, 3)),
-    ("feature_alpha_dropout", (5, 6, 7, 8))])
+    ("dropout2d", (6, 64)), ("dropout2d", (3, 4, 5, 6, 7)), ("dropout3d", (6, 4)),
+    ("feature_alpha_dropout", (5, 6, 7, 8)), ("feature_alpha_dropout", (6, 64))])
 def test_channel_dropout_masks_what_torch_masks(name, shape):
     """The stream's channel dropout zeroes the same kind of slice as torch's
     (whole channels; unbatched inputs read as torch reads them): the dims
