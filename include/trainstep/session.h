@@ -178,8 +178,9 @@ class Session {
   // Signature slots, resolved once.
   std::vector<int> train_inputs_, eval_inputs_;
   int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
-  int eval_output_ = -1, eval_sample_loss_ = -1;
+  int eval_sample_loss_ = -1;
   std::vector<int> eval_outputs_;  // eval_step output slots of role "output", by index
+  int eval_output_slot(int i) const;  // eval_outputs_[i], range-checked
   std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
   // grad_step / apply_step (null when the artifact has none).
   std::unique_ptr<Function> grad_fn_, apply_fn_;

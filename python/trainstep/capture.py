@@ -409,8 +409,10 @@ def _constants(gm):
     for c in [n for n in g.nodes if n.op == "get_attr"]:
         for u in list(c.users):
             fill = _FROM_METADATA.get(str(u.target)) if u.op == "call_function" else None
+            if fill is None or u.args[0] is not c:
+                continue
             shape, dtype = _meta(u)
-            if fill is None or shape is None or u.args[0] is not c:
+            if shape is None:
                 continue
             value = u.args[fill[1]] if isinstance(fill, tuple) else fill
             with g.inserting_before(u):

@@ -57,6 +57,10 @@ class TensorSubclassError(CaptureError):
     """State or batch tensors of a type the capture cannot trace."""
 
 
+class BatchLayoutError(CaptureError):
+    """The example batch's tensors disagree on the batch dimension."""
+
+
 def _dirs(*modules):
     return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in modules)
 
@@ -278,10 +282,6 @@ def check_spec(spec, spec_path):
     _check_types(spec, build_at)
     _check_batch_dim(spec, build_at)
     _check_batch_writes(spec, build_at)
-
-
-class BatchLayoutError(CaptureError):
-    """The example batch's tensors disagree on the batch dimension."""
 
 
 def _check_batch_dim(spec, build_at):

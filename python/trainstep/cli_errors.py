@@ -126,17 +126,17 @@ def run(prog, body, where, debug=False, known=(), user_file=None, known_name_fil
     except Exception as e:  # whatever it is, the user gets one line, not a traceback
         if debug:
             traceback.print_exc()
-        at = _stated(e, user_file) or (locate(e, user_file) if user_file else None)
+        ours = isinstance(e, (SetupError, *known))
+        # Our own errors say where they are from; a frame of ours (e.g.
+        # export.py's op check) is no place to point the user to.
+        at = _stated(e, user_file) or (locate(e, user_file, user_only=ours)
+                                       if user_file else None)
         if isinstance(e, OSError) and e.filename and e.strerror:
             msg = f"{e.filename}: {e.strerror}"  # a missing or unwritable file, not a bug
             if at and user_file and at.startswith(f"{user_file}:"):
                 msg = f"{at}: {msg}"
-        elif isinstance(e, (SetupError, *known)):
+        elif ours:
             msg = str(e)
-            # Our own errors say where they are from; a frame of ours
-            # (e.g. export.py's op check) is no place to point the user to.
-            at = _stated(e, user_file) or (locate(e, user_file, user_only=True)
-                                           if user_file else None)
             # load_spec's errors about the file already start with its name.
             if not known_name_file and not isinstance(e, SetupError) \
                     and not msg.startswith(f"{where}:"):

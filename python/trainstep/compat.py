@@ -55,44 +55,37 @@ def decomposition_table():
     table = {k: v for k, v in table.items() if str(k) not in KEEP}
     table[torch.ops.aten.embedding.default] = _embedding
     table[torch.ops.aten.baddbmm.default] = _baddbmm
-    # 2.x's table has these; 1.13's does not.
-    table.setdefault(torch.ops.aten.pixel_shuffle.default, _pixel_shuffle)
-    table.setdefault(torch.ops.aten.pixel_unshuffle.default, _pixel_unshuffle)
-    # ELU/SELU/CELU: 2.x lowers F.selu to aten.elu, which its table keeps whole.
-    table[torch.ops.aten.elu.default] = _elu
+    # Ops the runtime cannot run whole that one torch's table leaves whole
+    # (1.13: pixel_shuffle and most activations; 2.x: elu, leaky_relu,
+    # hardtanh). Their backward ops (elu_backward, ...) are in both tables.
+    for op, fn in _fallbacks().items():
+        table.setdefault(op, fn)
+    # 1.13's elu_backward gives result * scale, not grad * scale, where an
+    # in-place ELU (is_result) is positive.
     table[torch.ops.aten.elu_backward.default] = _elu_backward
-    A = torch.ops.aten
-    ours = {A.leaky_relu.default: _leaky_relu, A.leaky_relu_backward.default: _leaky_relu_backward,
-            A.hardtanh.default: _hardtanh, A.hardtanh_backward.default: _hardtanh_backward,
-            A.softplus.default: _softplus, A.softplus_backward.default: _softplus_backward,
-            A.mish.default: _mish, A.mish_backward.default: _mish_backward,
-            A.celu.default: _celu, A.sgn.default: _sgn}
-    if hasattr(A, "prelu_backward"):  # 1.13; 2.x decomposes prelu itself
-        ours[A.prelu.default] = _prelu
-        ours[A.prelu_backward.default] = _prelu_backward
-    for op, fn in ours.items():
-        table.setdefault(op, fn)  # where the torch's table has one, it is kept
     return table
 
 
-# Activation decompositions into ops the runtime has (forward and the
-# backward op autograd calls), each checked against torch in
-# tests/python/test_real_models.py.
+def _fallbacks():
+    A = torch.ops.aten
+    ours = {A.pixel_shuffle.default: _pixel_shuffle, A.pixel_unshuffle.default: _pixel_unshuffle,
+            A.elu.default: _elu, A.celu.default: _celu, A.leaky_relu.default: _leaky_relu,
+            A.hardtanh.default: _hardtanh, A.softplus.default: _softplus, A.mish.default: _mish,
+            A.sgn.default: _sgn}
+    if hasattr(A, "prelu_backward"):  # 1.13's prelu backward op; 2.x decomposes prelu itself
+        ours[A.prelu.default] = _prelu
+        ours[A.prelu_backward.default] = _prelu_backward
+    return ours
+
+
+# Decompositions into ops the runtime has, each checked against torch's own
+# op in tests/python/test_real_models.py.
 def _leaky_relu(x, negative_slope=0.01):
     return torch.where(x > 0, x, x * negative_slope)
 
 
-def _leaky_relu_backward(grad, x, negative_slope, self_is_result):
-    return torch.where(x > 0, grad, grad * negative_slope)
-
-
 def _hardtanh(x, min_val=-1.0, max_val=1.0):
     return torch.clamp(x, min_val, max_val)
-
-
-def _hardtanh_backward(grad, x, min_val, max_val):
-    inside = (x > min_val) & (x < max_val)
-    return torch.where(inside, grad, grad * 0)
 
 
 def _softplus(x, beta=1.0, threshold=20.0):
@@ -101,19 +94,8 @@ def _softplus(x, beta=1.0, threshold=20.0):
     return torch.where(bx > threshold, x, torch.log1p(torch.exp(bx)) / beta)
 
 
-def _softplus_backward(grad, x, beta, threshold):
-    bx = x * beta
-    return torch.where(bx > threshold, grad, grad * torch.sigmoid(bx))
-
-
 def _mish(x):
     return x * torch.tanh(_softplus(x))
-
-
-def _mish_backward(grad, x):
-    sp = _softplus(x)
-    t = torch.tanh(sp)
-    return grad * (t + x * torch.sigmoid(x) * (1 - t * t))
 
 
 def _celu(x, alpha=1.0):

@@ -55,8 +55,3 @@ def _walk(obj, path, leaves, names):
     raise TypeError(f"{path} is a {type(obj).__qualname__}; a model output may hold tensors, "
                     "tuples, lists, dicts, namedtuples, dataclasses and plain constants")
 
-
-def map_leaves(fn, obj):
-    """obj with fn applied to each tensor leaf."""
-    leaves, s = flatten(obj)
-    return s.build([fn(t) for t in leaves])

@@ -116,14 +116,19 @@ def draw_normal(shape):
     return torch.ops.trainstep.philox_normal(_state.seed, _state.offset, list(shape), _next_key())
 
 
-def dropout(x, p=0.5, training=True, inplace=False):
-    """F.dropout with the trainstep RNG: keep where u >= p, scale by 1/(1-p)."""
+def _masked(x, p, training, mask_shape, drop):
+    """Shared by the dropouts: x unchanged when off, zeros at p = 1 (as
+    torch), else drop(x, keep) with keep = (u >= p) drawn in mask_shape."""
     if not training or p == 0.0:
         return x
     if p == 1.0:
         return x * 0.0
-    keep = draw_uniform(x.shape) >= p
-    return x * keep / (1.0 - p)
+    return drop(x, draw_uniform(mask_shape) >= p)
+
+
+def dropout(x, p=0.5, training=True, inplace=False):
+    """F.dropout with the trainstep RNG: keep where u >= p, scale by 1/(1-p)."""
+    return _masked(x, p, training, x.shape, lambda x, keep: x * keep / (1.0 - p))
 
 
 def _channel_mask_shape(x, spatial=None):
@@ -140,12 +145,8 @@ def _channel_mask_shape(x, spatial=None):
 def _channel_dropout(spatial):
     """F.dropout1d/2d/3d on the stream: whole channels zeroed, scale 1/(1-p)."""
     def run(x, p=0.5, training=True, inplace=False):
-        if not training or p == 0.0:
-            return x
-        if p == 1.0:
-            return x * 0.0
-        keep = draw_uniform(_channel_mask_shape(x, spatial)) >= p
-        return x * keep / (1.0 - p)
+        return _masked(x, p, training, _channel_mask_shape(x, spatial),
+                       lambda x, keep: x * keep / (1.0 - p))
     return run
 
 
@@ -158,15 +159,12 @@ def _alpha(feature):
     stream: dropped units take SELU's saturation value, then an affine map
     keeps mean 0 and variance 1 (torch's formula)."""
     def run(x, p=0.5, training=False, inplace=False):
-        if not training or p == 0.0:
-            return x
-        if p == 1.0:
-            return x * 0.0
+        def drop(x, keep):
+            keep = keep.to(x.dtype)
+            a = ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** -0.5
+            return (x * keep + _ALPHA_PRIME * (1 - keep)) * a - a * _ALPHA_PRIME * p
         shape = _channel_mask_shape(x) if feature else x.shape
-        keep = (draw_uniform(shape) >= p).to(x.dtype)
-        a = ((_ALPHA_PRIME ** 2 * p + 1) * (1 - p)) ** -0.5
-        b = -a * _ALPHA_PRIME * p
-        return (x * keep + _ALPHA_PRIME * (1 - keep)) * a + b
+        return _masked(x, p, training, shape, drop)
     return run
 
 

@@ -151,14 +151,12 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   train_target_ = tf.find_input("target");
   eval_target_ = ef.find_input("target");
   train_loss_ = tf.find_output("loss");
-  eval_output_ = ef.find_output("output");
   for (size_t i = 0; i < ef.outputs.size(); ++i)
     if (ef.outputs[i].role == "output") eval_outputs_.push_back(int(i));
   std::sort(eval_outputs_.begin(), eval_outputs_.end(),
             [&](int a, int b) { return ef.outputs[a].index < ef.outputs[b].index; });
-  if (!eval_outputs_.empty()) eval_output_ = eval_outputs_[0];
   eval_sample_loss_ = ef.find_output("sample_loss");
-  if (train_target_ < 0 || eval_target_ < 0 || train_loss_ < 0 || eval_output_ < 0 ||
+  if (train_target_ < 0 || eval_target_ < 0 || train_loss_ < 0 || eval_outputs_.empty() ||
       eval_sample_loss_ < 0)
     fail(artifact_->path + ": the step signatures lack a target, loss or output");
   for (size_t i = 0; i < tf.outputs.size(); ++i)
@@ -465,20 +463,20 @@ void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target)
 }
 
 const Tensor& Session::eval_output() const {
-  return eval_->output(eval_output_);
+  return eval_->output(eval_outputs_[0]);
 }
-const Tensor& Session::eval_output(int i) const {
+int Session::eval_output_slot(int i) const {
   if (i < 0 || i >= eval_output_count())
     fail("eval output " + std::to_string(i) + " out of range (the model has " +
          std::to_string(eval_output_count()) + ")");
-  return eval_->output(eval_outputs_[i]);
+  return eval_outputs_[i];
+}
+const Tensor& Session::eval_output(int i) const {
+  return eval_->output(eval_output_slot(i));
 }
 const std::string& Session::eval_output_name(int i) const {
   static const std::string lone = "output";
-  if (i < 0 || i >= eval_output_count())
-    fail("eval output " + std::to_string(i) + " out of range (the model has " +
-         std::to_string(eval_output_count()) + ")");
-  const std::string& n = eval_fn_->outputs[eval_outputs_[i]].name;
+  const std::string& n = eval_fn_->outputs[eval_output_slot(i)].name;
   return n.empty() ? lone : n;  // artifacts before named outputs
 }
 const Tensor& Session::eval_sample_loss() const {
