@@ -51,6 +51,15 @@ class FunctionalOptimizer:
         `state` holds the shared STEP (steps taken before this one)."""
         raise NotImplementedError
 
+    @staticmethod
+    def _scalar(t, params):
+        """A 0-d scalar (the float32 step count) in float64 when a parameter
+        is float64: torch computes the step's scalars (bias corrections,
+        decayed LRs) in Python floats, and float32 would round them."""
+        if any(p.dtype == torch.float64 for p in params.values()):
+            return t.to(torch.float64)
+        return t
+
     def _effective_grad(self, p, g):
         """maximize, then weight decay, as every torch 1.13 optimizer does."""
         if self.h.get("maximize", False):
@@ -144,8 +153,9 @@ class Adam(FunctionalOptimizer):
         beta1, beta2 = self.h["betas"]
         eps, wd = self.h["eps"], self.h.get("weight_decay", 0)
         step = state[STEP] + 1
-        bc1 = _bias_correction(beta1, step)
-        bc2 = _bias_correction(beta2, step)
+        step_f = self._scalar(step, params)
+        bc1 = _bias_correction(beta1, step_f)
+        bc2 = _bias_correction(beta2, step_f)
         step_size = lr / bc1
         bc2_sqrt = bc2.sqrt()
         new_p, new_s = {}, {STEP: step}
@@ -233,7 +243,8 @@ class Adagrad(FunctionalOptimizer):
     def update(self, params, grads, state, lr):
         eps, decay = self.h["eps"], self.h.get("lr_decay", 0)
         step = state[STEP] + 1
-        clr = lr / (1 + (step - 1) * decay) if decay != 0 else lr
+        step_f = self._scalar(step, params)
+        clr = lr / (1 + (step_f - 1) * decay) if decay != 0 else lr
         new_p, new_s = {}, {STEP: step}
         for n, p in params.items():
             g = self._effective_grad(p, grads[n])
@@ -378,7 +389,8 @@ class Optimizer:
                         raise UnsupportedOptimizer(
                             f"optimizer state '{k}' of {n} is {list(v.shape)}, the parameter "
                             f"is {list(params[n].shape)}")
-                    state[state_name(n, k)] = (v.detach().clone().to(torch.float32)
+                    # In the parameter's dtype, as torch keeps it.
+                    state[state_name(n, k)] = (v.detach().clone().to(params[n].dtype)
                                                if v is not None else init[k])
                 if "step" in st:
                     steps[n] = float(st["step"])

@@ -1,4 +1,4 @@
-// aten.native_batch_norm and its backward on float32 (N, C, *) tensors,
+// aten.native_batch_norm and its backward on float32 or float64 (N, C, *) tensors,
 // viewed as [N, C, S]; per-channel work runs in parallel over channels.
 //
 // Training mode normalises with the batch's statistics: mean and biased
@@ -10,6 +10,9 @@
 // (python/trainstep/patches.py) computes the update in the graph from the
 // saved statistics. Eval mode normalises with running_mean / running_var and
 // returns empty saves ([0], as PyTorch on CPU).
+//
+// float64 runs the plain kernels with every tensor float64 (plan_layouts
+// blocks float32 values only).
 //
 // A rank-4 input may be channel-blocked (N, C/B, H, W, B) (plan_layouts);
 // the blocked kernels then work on whole blocks of B channels, one vector
@@ -30,10 +33,12 @@ struct BnGeom {
   int64_t M() const { return N * S; }  // elements per channel
 };
 
-// Checks a (N, C, *) float32 tensor and the optional per-channel ones.
+// Checks a (N, C, *) float32 or float64 tensor and the optional per-channel
+// ones (of its dtype).
 BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, const char*>>& per_c) {
   const TensorType& x = ctx.input(x_i);
-  if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got input " + x.str());
+  if (x.dtype != DType::F32 && x.dtype != DType::F64)
+    ctx.fail("only float32 and float64 are supported, got input " + x.str());
   if (x.shape.size() < 2) ctx.fail("input must have rank >= 2 (N, C, ...), got " + x.str());
   BnGeom g;
   g.N = x.shape[0];
@@ -42,9 +47,9 @@ BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, con
   for (auto [i, name] : per_c) {
     if (!ctx.has_input(i)) continue;
     const TensorType& t = ctx.input(i);
-    if (t.dtype != DType::F32 || t.shape != Shape{g.C})
-      ctx.fail(std::string(name) + " must be float32[" + std::to_string(g.C) + "] for input " +
-               x.str() + ", got " + t.str());
+    if (t.dtype != x.dtype || t.shape != Shape{g.C})
+      ctx.fail(std::string(name) + " must be " + dtype_name(x.dtype) + "[" + std::to_string(g.C) +
+               "] for input " + x.str() + ", got " + t.str());
   }
   return g;
 }
@@ -53,10 +58,11 @@ BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, con
 // simd reductions let the compiler keep several partial sums per vector
 // lane (a fixed order for a given build, so results repeat run to run).
 // Statistics: sum of d and d^2 for d = x - shift.
-void stat_sums(const BnGeom& g, const float* x, int64_t c, double shift, double& s1, double& s2) {
+template <class T>
+void stat_sums(const BnGeom& g, const T* x, int64_t c, double shift, double& s1, double& s2) {
   double a = 0, b = 0;
   for (int64_t n = 0; n < g.N; ++n) {
-    const float* p = x + (n * g.C + c) * g.S;
+    const T* p = x + (n * g.C + c) * g.S;
 #pragma omp simd reduction(+ : a, b)
     for (int64_t s = 0; s < g.S; ++s) {
       const double d = double(p[s]) - shift;
@@ -69,13 +75,14 @@ void stat_sums(const BnGeom& g, const float* x, int64_t c, double shift, double&
 }
 
 // Backward: sum of dy and of (x - mean) * dy.
-void grad_sums(const BnGeom& g, const float* dy, const float* x, int64_t c, double mean,
+template <class T>
+void grad_sums(const BnGeom& g, const T* dy, const T* x, int64_t c, double mean,
                double& sum_dy, double& dot) {
   double a = 0, b = 0;
   for (int64_t n = 0; n < g.N; ++n) {
     const int64_t base = (n * g.C + c) * g.S;
-    const float* pd = dy + base;
-    const float* px = x + base;
+    const T* pd = dy + base;
+    const T* px = x + base;
 #pragma omp simd reduction(+ : a, b)
     for (int64_t s = 0; s < g.S; ++s) {
       const double d = pd[s];
@@ -112,20 +119,22 @@ std::vector<TensorType> infer_bn(const NodeCtx& ctx) {
   if (port_layout(ctx, false, 0, ctx.input(0)) != port_layout(ctx, true, 0, ctx.input(0)))
     ctx.fail("input 0 and output 0 must have one layout");
   Shape save{bn_training(ctx) ? g.C : 0};
-  return {ctx.input(0), {DType::F32, save}, {DType::F32, save}};
+  const DType t = ctx.input(0).dtype;
+  return {ctx.input(0), {t, save}, {t, save}};
 }
 
+template <class T>
 class BnFwdKernel : public Kernel {
  public:
   BnFwdKernel(const BnGeom& g, bool training, double eps) : g_(g), training_(training), eps_(eps) {}
 
   void run(const Tensor* in, Tensor* out) override {
-    const float* x = in[0].as<float>();
-    const float* w = in[1].data ? in[1].as<float>() : nullptr;
-    const float* b = in[2].data ? in[2].as<float>() : nullptr;
-    float* y = out[0].as<float>();  // nullptr when nobody reads it (the saves may be read)
-    float* save_mean = training_ ? out[1].as<float>() : nullptr;
-    float* save_invstd = training_ ? out[2].as<float>() : nullptr;
+    const T* x = in[0].as<T>();
+    const T* w = in[1].data ? in[1].as<T>() : nullptr;
+    const T* b = in[2].data ? in[2].as<T>() : nullptr;
+    T* y = out[0].as<T>();  // nullptr when nobody reads it (the saves may be read)
+    T* save_mean = training_ ? out[1].as<T>() : nullptr;
+    T* save_invstd = training_ ? out[2].as<T>() : nullptr;
     const BnGeom g = g_;
     const double M = double(g.M());
     parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
@@ -137,16 +146,16 @@ class BnFwdKernel : public Kernel {
         double var = std::max((s2 - s1 * s1 / M) / M, 0.0);
         mean = shift + s1 / M;
         invstd = 1.0 / std::sqrt(var + eps_);
-        if (save_mean) save_mean[c] = float(mean);
-        if (save_invstd) save_invstd[c] = float(invstd);
+        if (save_mean) save_mean[c] = T(mean);
+        if (save_invstd) save_invstd[c] = T(invstd);
       } else {
-        mean = in[3].as<float>()[c];
-        invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+        mean = in[3].as<T>()[c];
+        invstd = 1.0 / std::sqrt(double(in[4].as<T>()[c]) + eps_);
       }
       if (!y) return;
       // y = x * alpha + beta, as PyTorch's CPU kernel applies it.
-      const float alpha = float(invstd * (w ? w[c] : 1.0f));
-      const float beta = float((b ? b[c] : 0.0f) - mean * alpha);
+      const T alpha = T(invstd * (w ? w[c] : T(1)));
+      const T beta = T((b ? b[c] : T(0)) - mean * alpha);
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t base = (n * g.C + c) * g.S;
         for (int64_t s = 0; s < g.S; ++s) y[base + s] = x[base + s] * alpha + beta;
@@ -296,11 +305,13 @@ class BnBlockedKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_bn(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 0, {});
+  if (k.node.input(0).dtype == DType::F64)
+    return std::make_unique<BnFwdKernel<double>>(g, bn_training(k.node), k.node.attr_float("eps"));
   const int64_t B = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
   if (B > 1)
     return std::make_unique<BnBlockedKernel>(g, B, false, bn_training(k.node),
                                              k.node.attr_float("eps"));
-  return std::make_unique<BnFwdKernel>(g, bn_training(k.node), k.node.attr_float("eps"));
+  return std::make_unique<BnFwdKernel<float>>(g, bn_training(k.node), k.node.attr_float("eps"));
 }
 
 // ---- backward ---------------------------------------------------------------
@@ -336,43 +347,44 @@ std::vector<TensorType> infer_bn_bwd(const NodeCtx& ctx) {
   const Layout l = port_layout(ctx, false, 1, ctx.input(1));
   if (port_layout(ctx, false, 0, ctx.input(0)) != l || port_layout(ctx, true, 0, ctx.input(1)) != l)
     ctx.fail("grad_out, input and grad_input must have one layout");
-  TensorType per{DType::F32, {g.C}};
+  TensorType per{ctx.input(1).dtype, {g.C}};
   return {ctx.input(1), per, per};
 }
 
+template <class T>
 class BnBwdKernel : public Kernel {
  public:
   BnBwdKernel(const BnGeom& g, bool train, double eps) : g_(g), train_(train), eps_(eps) {}
 
   void run(const Tensor* in, Tensor* out) override {
-    const float* go = in[0].as<float>();
-    const float* x = in[1].as<float>();
-    const float* w = in[2].data ? in[2].as<float>() : nullptr;
-    float* gi = out[0].data ? out[0].as<float>() : nullptr;
-    float* gw = out[1].data ? out[1].as<float>() : nullptr;
-    float* gb = out[2].data ? out[2].as<float>() : nullptr;
+    const T* go = in[0].as<T>();
+    const T* x = in[1].as<T>();
+    const T* w = in[2].data ? in[2].as<T>() : nullptr;
+    T* gi = out[0].data ? out[0].as<T>() : nullptr;
+    T* gw = out[1].data ? out[1].as<T>() : nullptr;
+    T* gb = out[2].data ? out[2].as<T>() : nullptr;
     const BnGeom g = g_;
     const double M = double(g.M());
     parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
       double mean, invstd;
       if (train_) {
-        mean = in[5].as<float>()[c];
-        invstd = in[6].as<float>()[c];
+        mean = in[5].as<T>()[c];
+        invstd = in[6].as<T>()[c];
       } else {
-        mean = in[3].as<float>()[c];
-        invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+        mean = in[3].as<T>()[c];
+        invstd = 1.0 / std::sqrt(double(in[4].as<T>()[c]) + eps_);
       }
       double sum_g, dotp;
       grad_sums(g, go, x, c, mean, sum_g, dotp);
-      if (gw) gw[c] = float(dotp * invstd);
-      if (gb) gb[c] = float(sum_g);
+      if (gw) gw[c] = T(dotp * invstd);
+      if (gb) gb[c] = T(sum_g);
       if (!gi) return;
-      const float scale = float(invstd * (w ? w[c] : 1.0f));
-      const float mean_f = float(mean);
+      const T scale = T(invstd * (w ? w[c] : T(1)));
+      const T mean_f = T(mean);
       // Training: dx = (dy - mean(dy) - (x - mean) * k) * invstd * w, the
       // projection of dy off the batch statistics (PyTorch's formula).
-      const float k = train_ ? float(dotp * invstd * invstd / M) : 0.0f;
-      const float gmean = train_ ? float(sum_g / M) : 0.0f;
+      const T k = train_ ? T(dotp * invstd * invstd / M) : T(0);
+      const T gmean = train_ ? T(sum_g / M) : T(0);
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t base = (n * g.C + c) * g.S;
         for (int64_t s = 0; s < g.S; ++s) {
@@ -391,18 +403,22 @@ class BnBwdKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 1, {});
+  if (k.node.input(1).dtype == DType::F64)
+    return std::make_unique<BnBwdKernel<double>>(g, k.node.attr_bool("train"),
+                                                 k.node.attr_float("eps"));
   const int64_t B = layout_block(port_layout(k.node, false, 1, k.node.input(1)));
   if (B > 1)
     return std::make_unique<BnBlockedKernel>(g, B, true, k.node.attr_bool("train"),
                                              k.node.attr_float("eps"));
-  return std::make_unique<BnBwdKernel>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
+  return std::make_unique<BnBwdKernel<float>>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
 }
 
 }  // namespace
 
 void register_batch_norm_ops(OpRegistry& r) {
   r.add({"aten.native_batch_norm.default",
-         "batch normalisation of float32 (N, C, *) over all dims but C, optional weight/bias; "
+         "batch normalisation of float32 or float64 (N, C, *) over all dims but C, optional "
+         "weight/bias; "
          "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
          "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
          "output may be channel-blocked (plan_layouts)",

@@ -8,13 +8,25 @@
 // That post-op turns NaN into 0, so a step whose inputs could produce a NaN
 // (non-finite, or large enough to overflow) runs the plain convolution and
 // a NaN-propagating relu instead.
+//
+// float64 (oneDNN has no f64 convolution on the CPU) runs as im2col +
+// Gemm64 (gemm64.h) per sample and group, plain NCHW only (plan_layouts
+// blocks float32 values only); the relu variants apply the relu / the mask
+// around it the same way.
+//
+// 1-D convolution (N, C, L) runs as the 2-D one with H = 1 (ConvGeom), in
+// every kernel here, fused forms included; its rank-3 values are never
+// blocked (plan_layouts blocks rank-4 values only). Transposed convolution
+// (transposed=true) is conv_transpose.cpp's: plain layouts, no fused form.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "ops/conv_transpose.h"
 #include "ops/dnnl_util.h"
+#include "ops/gemm64.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -29,32 +41,65 @@ constexpr auto f32 = memory::data_type::f32;
 std::string dims_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
 // Conv geometry from attrs and the input/weight types, validated.
+// A 1-D convolution (input (N, C, L), weight (O, C/groups, kL)) is the 2-D
+// one with H = kH = OH = 1: the same bytes, so every kernel below runs it
+// unchanged; only the types at the node's boundary are rank 3 (nd == 1).
 struct ConvGeom {
   int64_t N, C, H, W, O, KH, KW, G, OH, OW;
   int64_t sh, sw, ph, pw, dh, dw;
+  int nd = 2;  // spatial dims: 1 or 2
 };
+
+// A spatial attribute (stride, padding, dilation) as (h, w): a 2-D
+// convolution takes 1 or 2 values, a 1-D one exactly 1 (h gets `one_d_h`).
+void conv_attr_hw(const NodeCtx& ctx, const std::string& k, int nd, int64_t one_d_h, int64_t& h,
+                  int64_t& w) {
+  if (nd == 2) return ctx.attr_pair(k, h, w);
+  std::vector<int64_t> v = ctx.attr_ints(k);
+  if (v.size() != 1)
+    ctx.fail("attribute '" + k + "' must have 1 value for a 1-D convolution, got " +
+             std::to_string(v.size()));
+  h = one_d_h;
+  w = v[0];
+}
+
+// (h, w) as "HxW" for 2-D, "W" for 1-D.
+std::string hw_str(int nd, int64_t h, int64_t w) {
+  return nd == 1 ? std::to_string(w) : dims_str(h, w);
+}
+
+Shape conv_out_shape(const ConvGeom& g) {
+  return g.nd == 1 ? Shape{g.N, g.O, g.OW} : Shape{g.N, g.O, g.OH, g.OW};
+}
 
 ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
   const TensorType& x = ctx.input(in_i);
   const TensorType& w = ctx.input(w_i);
-  if (ctx.attr_bool("transposed")) ctx.fail("transposed convolution is not supported");
-  if (x.dtype != DType::F32 || w.dtype != DType::F32)
-    ctx.fail("only float32 is supported, got input " + x.str() + " and weight " + w.str());
-  if (x.shape.size() != 4)
-    ctx.fail("only 2-D convolution is supported: input must be rank 4 (N, C, H, W), got " + x.str());
-  if (w.shape.size() != 4)
-    ctx.fail("weight must be rank 4 (O, C/groups, kH, kW), got " + w.str());
+  // transposed=true goes to conv_transpose.cpp before this is called.
+  if (ctx.attr_bool("transposed")) ctx.fail("transposed convolution does not run here");
+  if (x.dtype != w.dtype || (x.dtype != DType::F32 && x.dtype != DType::F64))
+    ctx.fail("input and weight must both be float32 or both float64, got input " + x.str() +
+             " and weight " + w.str());
+  if (x.shape.size() != 3 && x.shape.size() != 4)
+    ctx.fail("input must be rank 3 (N, C, L) or rank 4 (N, C, H, W), got " + x.str());
   ConvGeom g;
-  g.N = x.shape[0], g.C = x.shape[1], g.H = x.shape[2], g.W = x.shape[3];
-  g.O = w.shape[0], g.KH = w.shape[2], g.KW = w.shape[3];
+  g.nd = static_cast<int>(x.shape.size()) - 2;
+  if (w.shape.size() != x.shape.size())
+    ctx.fail(std::string("weight must be ") +
+             (g.nd == 1 ? "rank 3 (O, C/groups, kL)" : "rank 4 (O, C/groups, kH, kW)") +
+             " for input " + x.str() + ", got " + w.str());
+  const bool d1 = g.nd == 1;
+  g.N = x.shape[0], g.C = x.shape[1], g.H = d1 ? 1 : x.shape[2], g.W = x.shape[d1 ? 2 : 3];
+  g.O = w.shape[0], g.KH = d1 ? 1 : w.shape[2], g.KW = w.shape[d1 ? 2 : 3];
   g.G = ctx.attr_int("groups");
-  ctx.attr_pair("stride", g.sh, g.sw);
-  ctx.attr_pair("padding", g.ph, g.pw);
-  ctx.attr_pair("dilation", g.dh, g.dw);
+  conv_attr_hw(ctx, "stride", g.nd, 1, g.sh, g.sw);
+  conv_attr_hw(ctx, "padding", g.nd, 0, g.ph, g.pw);
+  conv_attr_hw(ctx, "dilation", g.nd, 1, g.dh, g.dw);
+  auto hw = [&](int64_t a, int64_t b) { return hw_str(g.nd, a, b); };
   if (g.G < 1) ctx.fail("groups must be positive, got " + std::to_string(g.G));
-  if (g.sh < 1 || g.sw < 1) ctx.fail("stride must be positive, got " + dims_str(g.sh, g.sw));
-  if (g.dh < 1 || g.dw < 1) ctx.fail("dilation must be positive, got " + dims_str(g.dh, g.dw));
-  if (g.ph < 0 || g.pw < 0) ctx.fail("padding must be non-negative, got " + dims_str(g.ph, g.pw));
+  if (g.sh < 1 || g.sw < 1) ctx.fail("stride must be positive, got " + hw(g.sh, g.sw));
+  if (g.dh < 1 || g.dw < 1) ctx.fail("dilation must be positive, got " + hw(g.dh, g.dw));
+  if (g.ph < 0 || g.pw < 0) ctx.fail("padding must be non-negative, got " + hw(g.ph, g.pw));
   if (g.O % g.G != 0)
     ctx.fail("weight out channels (" + std::to_string(g.O) + ") must be divisible by groups (" +
              std::to_string(g.G) + ")");
@@ -71,7 +116,7 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
     if (__builtin_mul_overflow(dil, k - 1, &d) || __builtin_mul_overflow(pad, 2, &n) ||
         __builtin_add_overflow(n, size, &n) || __builtin_sub_overflow(n, d, &n) ||
         __builtin_sub_overflow(n, 1, &n))
-      ctx.fail("padding " + dims_str(g.ph, g.pw) + " and dilation " + dims_str(g.dh, g.dw) +
+      ctx.fail("padding " + hw(g.ph, g.pw) + " and dilation " + hw(g.dh, g.dw) +
                " overflow int64");
     return n;
   };
@@ -81,8 +126,8 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
   g.OW = nw < 0 ? 0 : nw / g.sw + 1;
   if (g.OH < 1 || g.OW < 1 || g.N < 1 || g.C < 1 || g.O < 1 || g.KH < 1 || g.KW < 1)
     ctx.fail("output size is not positive: input " + x.str() + ", weight " + w.str() +
-             ", padding " + dims_str(g.ph, g.pw) + ", dilation " + dims_str(g.dh, g.dw) +
-             " give output " + dims_str(g.OH, g.OW));
+             ", padding " + hw(g.ph, g.pw) + ", dilation " + hw(g.dh, g.dw) +
+             " give output " + hw(g.OH, g.OW));
   return g;
 }
 
@@ -276,16 +321,191 @@ class ConvFwdKernel : public Kernel {
   DnnlStep conv_, plain_conv_;
 };
 
+// ---- float64: im2col + Gemm64 ----
+
+// Per sample and group: col (C/G*kH*kW, OH*OW) of the input window values
+// (0 in the padding), so the convolution is W_g (O/G, C/G*kH*kW) @ col.
+struct Im2col {
+  ConvGeom g;
+  int64_t og, cg, ckk, ohw;
+  explicit Im2col(const ConvGeom& geom) : g(geom) {
+    og = g.O / g.G;
+    cg = g.C / g.G;
+    ckk = cg * g.KH * g.KW;
+    ohw = g.OH * g.OW;
+  }
+  bool parallel() const { return ckk * ohw > (1 << 15); }
+  // x: the group's cg input channels (H, W each).
+  void gather(const double* x, double* col) const {
+    parallel_for(ckk, parallel(), [&](int64_t r) {
+      const int64_t c = r / (g.KH * g.KW), kh = r / g.KW % g.KH, kw = r % g.KW;
+      const double* xc = x + c * g.H * g.W;
+      double* dst = col + r * ohw;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+        double* d = dst + oh * g.OW;
+        if (ih < 0 || ih >= g.H) {
+          for (int64_t ow = 0; ow < g.OW; ++ow) d[ow] = 0.0;
+          continue;
+        }
+        const double* xr = xc + ih * g.W;
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t iw = ow * g.sw - g.pw + kw * g.dw;
+          d[ow] = iw >= 0 && iw < g.W ? xr[iw] : 0.0;
+        }
+      }
+    });
+  }
+  // dx (the group's cg channels) = the sum of col's values over the windows
+  // that read each element. Channels in parallel: each writes its own.
+  void scatter(const double* col, double* dx) const {
+    parallel_for(cg, parallel(), [&](int64_t c) {
+      double* xc = dx + c * g.H * g.W;
+      for (int64_t i = 0; i < g.H * g.W; ++i) xc[i] = 0.0;
+      for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          const double* src = col + ((c * g.KH + kh) * g.KW + kw) * ohw;
+          for (int64_t oh = 0; oh < g.OH; ++oh) {
+            const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+            if (ih < 0 || ih >= g.H) continue;
+            double* xr = xc + ih * g.W;
+            const double* s = src + oh * g.OW;
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              const int64_t iw = ow * g.sw - g.pw + kw * g.dw;
+              if (iw >= 0 && iw < g.W) xr[iw] += s[ow];
+            }
+          }
+        }
+    });
+  }
+};
+
+class Conv64FwdKernel : public Kernel {
+ public:
+  Conv64FwdKernel(const ConvGeom& g, bool bias, bool relu, int threads)
+      : ic_(g), bias_(bias), relu_(relu),
+        gemm_(1, ic_.og, ic_.ohw, ic_.ckk, false, false, threads),
+        col_(sizeof(double) * size_t(ic_.ckk * ic_.ohw)) {}
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const ConvGeom& g = ic_.g;
+    const double* x = in[0].as<double>();
+    const double* w = in[1].as<double>();
+    const double* b = bias_ ? in[2].as<double>() : nullptr;
+    double* y = out[0].as<double>();
+    double* col = static_cast<double*>(col_.data());
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t gr = 0; gr < g.G; ++gr) {
+        ic_.gather(x + (n * g.C + gr * ic_.cg) * g.H * g.W, col);
+        double* yg = y + (n * g.O + gr * ic_.og) * ic_.ohw;
+        if (b)
+          for (int64_t o = 0; o < ic_.og; ++o)
+            std::fill(yg + o * ic_.ohw, yg + (o + 1) * ic_.ohw, b[gr * ic_.og + o]);
+        gemm_.run(w + gr * ic_.og * ic_.ckk, col, yg, 1.0, b ? 1.0 : 0.0);
+      }
+    if (relu_) {  // as aten.relu: NaN stays
+      const int64_t n = out[0].numel();
+      parallel_for(n, n > (1 << 15), [&](int64_t i) { y[i] = y[i] < 0.0 ? 0.0 : y[i]; });
+    }
+  }
+
+ private:
+  Im2col ic_;
+  bool bias_, relu_;
+  Gemm64 gemm_;
+  Buffer col_;
+};
+
+// Gradients: grad_weight_g += dy_g (O/G, OH*OW) @ col^T; grad_input's
+// col = W_g^T @ dy_g, scattered back; grad_bias sums dy per channel. The
+// relu mask (trainstep.conv_backward_relu) is taken from x after the
+// weight gradient has read x and before grad_input (which may be x's
+// buffer) is written.
+class Conv64BwdKernel : public Kernel {
+ public:
+  Conv64BwdKernel(const ConvGeom& g, bool want_in, bool want_w, bool want_b, bool relu_mask,
+                  int threads)
+      : ic_(g), want_in_(want_in), want_w_(want_w), want_b_(want_b), relu_mask_(relu_mask),
+        gemm_w_(1, ic_.og, ic_.ckk, ic_.ohw, false, true, threads),
+        gemm_d_(1, ic_.ckk, ic_.ohw, ic_.og, true, false, threads),
+        col_(sizeof(double) * size_t(ic_.ckk * ic_.ohw)) {
+    if (relu_mask) mask_.assign(size_t((g.N * g.C * g.H * g.W + 63) / 64), 0);
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    const ConvGeom& g = ic_.g;
+    const double* dy = in[0].as<double>();
+    const double* x = in[1].as<double>();
+    const double* w = in[2].as<double>();
+    double* col = static_cast<double*>(col_.data());
+    double* dw = want_w_ && out[1].data ? out[1].as<double>() : nullptr;
+    double* db = want_b_ && out[2].data ? out[2].as<double>() : nullptr;
+    double* dx = want_in_ && out[0].data ? out[0].as<double>() : nullptr;
+    if (dw)
+      for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t gr = 0; gr < g.G; ++gr) {
+          ic_.gather(x + (n * g.C + gr * ic_.cg) * g.H * g.W, col);
+          gemm_w_.run(dy + (n * g.O + gr * ic_.og) * ic_.ohw, col, dw + gr * ic_.og * ic_.ckk,
+                      1.0, n == 0 ? 0.0 : 1.0);
+        }
+    if (db) {
+      parallel_for(g.O, g.O * g.N * ic_.ohw > (1 << 15), [&](int64_t o) {
+        double s = 0;
+        for (int64_t n = 0; n < g.N; ++n) {
+          const double* d = dy + (n * g.O + o) * ic_.ohw;
+          for (int64_t i = 0; i < ic_.ohw; ++i) s += d[i];
+        }
+        db[o] = s;
+      });
+    }
+    if (!dx) return;
+    const int64_t n_in = g.N * g.C * g.H * g.W;
+    if (relu_mask_) {
+      const int64_t words = static_cast<int64_t>(mask_.size());
+      parallel_for(words, words > 256, [&](int64_t wd) {
+        uint64_t bits = 0;
+        const int64_t lo = wd * 64, n = std::min<int64_t>(64, n_in - lo);
+        for (int64_t b = 0; b < n; ++b) bits |= static_cast<uint64_t>(!(x[lo + b] <= 0.0)) << b;
+        mask_[wd] = bits;
+      });
+    }
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t gr = 0; gr < g.G; ++gr) {
+        gemm_d_.run(w + gr * ic_.og * ic_.ckk, dy + (n * g.O + gr * ic_.og) * ic_.ohw, col);
+        ic_.scatter(col, dx + (n * g.C + gr * ic_.cg) * g.H * g.W);
+      }
+    if (relu_mask_) {
+      const int64_t words = static_cast<int64_t>(mask_.size());
+      parallel_for(words, words > 256, [&](int64_t wd) {
+        const uint64_t bits = mask_[wd];
+        const int64_t lo = wd * 64, n = std::min<int64_t>(64, n_in - lo);
+        for (int64_t b = 0; b < n; ++b) dx[lo + b] = (bits >> b) & 1 ? dx[lo + b] : 0.0;
+      });
+    }
+  }
+
+ private:
+  Im2col ic_;
+  bool want_in_, want_w_, want_b_, relu_mask_;
+  Gemm64 gemm_w_, gemm_d_;
+  Buffer col_;
+  std::vector<uint64_t> mask_;
+};
+
 std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
   if (ctx.num_inputs() != 3 && ctx.num_inputs() != 2)
     ctx.fail("expected inputs (input, weight, bias?), got " + std::to_string(ctx.num_inputs()));
+  if (ctx.attr_bool("transposed")) return conv_transpose::infer_fwd(ctx);
   ConvGeom g = conv_geom(ctx, 0, 1);
   if (ctx.has_input(2)) {
     const TensorType& b = ctx.input(2);
-    if (b.dtype != DType::F32 || b.shape != Shape{g.O})
-      ctx.fail("bias must be float32[" + std::to_string(g.O) + "], got " + b.str());
+    const DType t = ctx.input(0).dtype;
+    if (b.dtype != t || b.shape != Shape{g.O})
+      ctx.fail("bias must be " + std::string(dtype_name(t)) + "[" + std::to_string(g.O) +
+               "], got " + b.str());
   }
-  TensorType y{DType::F32, {g.N, g.O, g.OH, g.OW}};
+  TensorType y{ctx.input(0).dtype, conv_out_shape(g)};
   check_layout_ports(ctx, {0}, {0});
   port_layout(ctx, false, 0, ctx.input(0));
   port_layout(ctx, true, 0, y);
@@ -294,7 +514,11 @@ std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
 
 template <bool Relu>
 std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
+  if (k.node.attr_bool("transposed")) return conv_transpose::make_fwd(k);
   try {
+    if (k.node.input(0).dtype == DType::F64)
+      return std::make_unique<Conv64FwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2), Relu,
+                                               k.threads);
     ConvLayouts l;
     l.src = port_layout(k.node, false, 0, k.node.input(0));
     l.dst = port_layout(k.node, true, 0, k.outputs[0]);
@@ -437,17 +661,20 @@ std::vector<bool> output_mask(const NodeCtx& ctx) {
 
 std::vector<TensorType> infer_conv_bwd(const NodeCtx& ctx) {
   ctx.expect_inputs(3);
+  if (ctx.attr_bool("transposed")) return conv_transpose::infer_bwd(ctx);
   ConvGeom g = conv_geom(ctx, 1, 2);
   output_mask(ctx);
   const TensorType& go = ctx.input(0);
-  Shape want{g.N, g.O, g.OH, g.OW};
-  if (go.dtype != DType::F32 || go.shape != want)
-    ctx.fail("grad_output must be float32" + shape_str(want) + ", got " + go.str());
+  Shape want = conv_out_shape(g);
+  const DType t = ctx.input(1).dtype;
+  if (go.dtype != t || go.shape != want)
+    ctx.fail("grad_output must be " + std::string(dtype_name(t)) + shape_str(want) + ", got " +
+             go.str());
   check_layout_ports(ctx, {0, 1}, {0});
   port_layout(ctx, false, 0, go);
   port_layout(ctx, false, 1, ctx.input(1));
   port_layout(ctx, true, 0, ctx.input(1));
-  return {ctx.input(1), ctx.input(2), {DType::F32, {g.O}}};
+  return {ctx.input(1), conv_grad_weight_type(ctx.input(2), output_mask(ctx)[1]), {t, {g.O}}};
 }
 
 std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
@@ -462,8 +689,12 @@ std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
 
 template <bool RELU>
 std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
+  if (k.node.attr_bool("transposed")) return conv_transpose::make_bwd(k);
   std::vector<bool> m = output_mask(k.node);
   try {
+    if (k.node.input(1).dtype == DType::F64)
+      return std::make_unique<Conv64BwdKernel>(conv_geom(k.node, 1, 2), m[0], m[1], m[2], RELU,
+                                               k.threads);
     ConvLayouts l;
     l.dst = port_layout(k.node, false, 0, k.node.input(0));
     l.src = port_layout(k.node, false, 1, k.node.input(1));
@@ -478,8 +709,10 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
 
 void register_conv_ops(OpRegistry& r) {
   r.add({"aten.convolution.default",
-         "2-D convolution (oneDNN), float32 NCHW input, OIHW weight, optional bias; stride/"
-         "padding/dilation/groups; transposed=false only; input/output may be channel-blocked "
+         "1-D or 2-D convolution, float32 (oneDNN) or float64 (im2col + GEMM) NCL/NCHW input, "
+         "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
+         "(float32, oneDNN deconvolution, weight (C_in, C_out/groups, k...), output_padding) "
+         "takes plain layouts; otherwise 2-D input/output may be channel-blocked "
          "(in_layouts/out_layouts, set by the plan_layouts pass)",
          infer_conv, make_conv<false>});
   r.add({"trainstep.conv2d_relu",
@@ -488,9 +721,10 @@ void register_conv_ops(OpRegistry& r) {
          "pass)",
          infer_conv, make_conv<true>});
   r.add({"aten.convolution_backward.default",
-         "Gradients of 2-D convolution (oneDNN) w.r.t. input, weight and bias per output_mask; "
-         "float32, transposed=false only; grad_output, input and grad_input may be "
-         "channel-blocked (plan_layouts)",
+         "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
+         "float32 (oneDNN) or float64 (im2col + GEMM); transposed=true: float32, oneDNN "
+         "deconvolution, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
+         "may be channel-blocked (plan_layouts)",
          infer_conv_bwd, make_conv_bwd<false>});
   OpDef relu_bwd{"trainstep.conv_backward_relu",
                  "aten.convolution_backward whose grad_input is also masked by the relu that "

@@ -1,14 +1,18 @@
-// mm, bmm and addmm on oneDNN's matmul primitive with plain row-major layouts.
-// addmm copies the broadcast `self` into the output, then runs the matmul with
-// output scale alpha and a sum post-op with scale beta. trainstep.matmul
-// (made by the fold_transpose pass) reads either operand transposed through
-// a strided (column-major) memory descriptor, so no transpose is copied.
+// mm, bmm and addmm. float32 runs on oneDNN's matmul primitive with plain
+// row-major layouts: addmm copies the broadcast `self` into the output, then
+// runs the matmul with output scale alpha and a sum post-op with scale beta.
+// trainstep.matmul (made by the fold_transpose pass) reads either operand
+// transposed through a strided (column-major) memory descriptor, so no
+// transpose is copied. float64 (oneDNN has no f64 matmul on the CPU) runs on
+// Gemm64 (gemm64.h), which reads transposed operands in place too. Both
+// operands (and addmm's self) must have the same dtype, as in torch.
 #include <algorithm>
 #include <cstring>
 #include <utility>
 #include <string>
 
 #include "ops/dnnl_util.h"
+#include "ops/gemm64.h"
 #include "ops/op.h"
 
 namespace ts {
@@ -16,17 +20,28 @@ namespace {
 
 using dnnl::memory;
 
-void expect_f32_rank(const NodeCtx& ctx, int i, size_t rank, const char* name) {
+void expect_float_rank(const NodeCtx& ctx, int i, size_t rank, const char* name) {
   const TensorType& t = ctx.input(i);
-  if (t.dtype != DType::F32) ctx.fail(std::string(name) + " must be float32, got " + t.str());
+  if (t.dtype != DType::F32 && t.dtype != DType::F64)
+    ctx.fail(std::string(name) + " must be float32 or float64, got " + t.str());
   if (t.shape.size() != rank)
     ctx.fail(std::string(name) + " must be rank " + std::to_string(rank) + ", got " + t.str());
 }
 
+// Input j must have input i's dtype (torch does not promote in matmul).
+void expect_same_dtype(const NodeCtx& ctx, int i, int j, const char* ni, const char* nj) {
+  const TensorType& a = ctx.input(i);
+  const TensorType& b = ctx.input(j);
+  if (a.dtype != b.dtype)
+    ctx.fail(std::string(ni) + " and " + nj + " must have the same dtype, got " + a.str() +
+             " and " + b.str());
+}
+
 // Checks a@b shapes (rank 2 or batched rank 3) and returns the result shape.
 Shape mm_shape(const NodeCtx& ctx, int ia, int ib, size_t rank, const char* na, const char* nb) {
-  expect_f32_rank(ctx, ia, rank, na);
-  expect_f32_rank(ctx, ib, rank, nb);
+  expect_float_rank(ctx, ia, rank, na);
+  expect_float_rank(ctx, ib, rank, nb);
+  expect_same_dtype(ctx, ia, ib, na, nb);
   const Shape& a = ctx.input(ia).shape;
   const Shape& b = ctx.input(ib).shape;
   if (rank == 3 && a[0] != b[0])
@@ -36,6 +51,23 @@ Shape mm_shape(const NodeCtx& ctx, int ia, int ib, size_t rank, const char* na, 
   Shape r = a;
   r[rank - 1] = b[rank - 1];
   return r;
+}
+
+// Writes self (shape s) broadcast to (rows, cols); self is rank <= 2 with
+// dims 1 or equal.
+template <class T>
+void fill_bias(const Shape& bias_shape, const T* s, T* c, int64_t rows, int64_t cols) {
+  size_t r = bias_shape.size();
+  bool per_row = r == 2 && bias_shape[0] != 1;
+  bool per_col = r >= 1 && bias_shape[r - 1] != 1;
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* src = s + (per_row ? i * (per_col ? cols : 1) : 0);
+    T* dst = c + i * cols;
+    if (per_col)
+      std::memcpy(dst, src, sizeof(T) * cols);
+    else
+      for (int64_t j = 0; j < cols; ++j) dst[j] = src[0];
+  }
 }
 
 class MatmulKernel : public Kernel {
@@ -89,11 +121,11 @@ class MatmulKernel : public Kernel {
         std::fill(c, c + n, 0.f);
         return;
       }
-      fill_bias(in[0].as<float>(), c);
+      fill_bias(bias_shape_, in[0].as<float>(), c, rows_, cols_);
       for (int64_t i = 0; i < n; ++i) c[i] *= beta_;
       return;
     }
-    if (beta_ != 0.f) fill_bias(in[0].as<float>(), out[0].as<float>());
+    if (beta_ != 0.f) fill_bias(bias_shape_, in[0].as<float>(), out[0].as<float>(), rows_, cols_);
     a_.set_data_handle(in[ia_].data);
     b_.set_data_handle(in[ib_].data);
     c_.set_data_handle(out[0].data);
@@ -101,21 +133,6 @@ class MatmulKernel : public Kernel {
   }
 
  private:
-  // Writes self broadcast to (rows, cols); self is rank <= 2 with dims 1 or equal.
-  void fill_bias(const float* s, float* c) const {
-    size_t r = bias_shape_.size();
-    bool per_row = r == 2 && bias_shape_[0] != 1;
-    bool per_col = r >= 1 && bias_shape_[r - 1] != 1;
-    for (int64_t i = 0; i < rows_; ++i) {
-      const float* src = s + (per_row ? i * (per_col ? cols_ : 1) : 0);
-      float* dst = c + i * cols_;
-      if (per_col)
-        std::memcpy(dst, src, sizeof(float) * cols_);
-      else
-        for (int64_t j = 0; j < cols_; ++j) dst[j] = src[0];
-    }
-  }
-
   int ia_, ib_;
   float beta_;
   bool empty_ = false;  // an operand has no elements: no primitive
@@ -124,6 +141,44 @@ class MatmulKernel : public Kernel {
   memory a_, b_, c_;
   DnnlStep step_;
 };
+
+// The float64 product on Gemm64. Same conventions as MatmulKernel; a, b, c
+// are the logical shapes, rank 2 or batched rank 3.
+class Gemm64Kernel : public Kernel {
+ public:
+  Gemm64Kernel(const Shape& a, const Shape& b, const Shape& c, int ia, int ib, const Shape* bias,
+               double alpha, double beta, bool ta, bool tb, int threads)
+      : ia_(ia), ib_(ib), alpha_(alpha), beta_(bias ? beta : 0.0),
+        gemm_(c.size() == 3 ? c[0] : 1, a[a.size() - 2], c[c.size() - 1], a[a.size() - 1], ta,
+              tb, threads) {
+    rows_ = c[c.size() - 2];
+    cols_ = c[c.size() - 1];
+    if (bias) bias_shape_ = *bias;
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    double* c = out[0].as<double>();
+    if (beta_ != 0.0) fill_bias(bias_shape_, in[0].as<double>(), c, rows_, cols_);
+    gemm_.run(in[ia_].as<double>(), in[ib_].as<double>(), c, alpha_, beta_);
+  }
+
+ private:
+  int ia_, ib_;
+  double alpha_, beta_;
+  Shape bias_shape_;
+  int64_t rows_ = 0, cols_ = 0;
+  Gemm64 gemm_;
+};
+
+// The kernel for the node's dtype (input ia's; verify checked both agree).
+std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Shape& b,
+                                    const Shape& c, int ia, int ib, const Shape* bias,
+                                    double alpha, double beta, bool ta = false, bool tb = false) {
+  if (k.node.input(ia).dtype == DType::F64)
+    return std::make_unique<Gemm64Kernel>(a, b, c, ia, ib, bias, alpha, beta, ta, tb, k.threads);
+  return std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta, tb);
+}
 
 // Turns oneDNN's construction errors into errors that name the node.
 template <class F>
@@ -137,26 +192,26 @@ std::unique_ptr<Kernel> build(const NodeCtx& ctx, F f) {
 
 std::vector<TensorType> infer_mm(const NodeCtx& ctx) {
   ctx.expect_inputs(2);
-  return {{DType::F32, mm_shape(ctx, 0, 1, 2, "self", "mat2")}};
+  return {{ctx.input(0).dtype, mm_shape(ctx, 0, 1, 2, "self", "mat2")}};
 }
 
 std::unique_ptr<Kernel> make_mm(const KernelCtx& k) {
   return build(k.node, [&] {
-    return std::make_unique<MatmulKernel>(k.node.input(0).shape, k.node.input(1).shape,
-                                          k.outputs[0].shape, 0, 1, nullptr, 1.f, 0.f);
+    return make_kernel(k, k.node.input(0).shape, k.node.input(1).shape, k.outputs[0].shape, 0, 1,
+                       nullptr, 1.0, 0.0);
   });
 }
 
 std::vector<TensorType> infer_bmm(const NodeCtx& ctx) {
   ctx.expect_inputs(2);
-  return {{DType::F32, mm_shape(ctx, 0, 1, 3, "self", "mat2")}};
+  return {{ctx.input(0).dtype, mm_shape(ctx, 0, 1, 3, "self", "mat2")}};
 }
 
 std::vector<TensorType> infer_addmm(const NodeCtx& ctx) {
   ctx.expect_inputs(3);
   Shape c = mm_shape(ctx, 1, 2, 2, "mat1", "mat2");
   const TensorType& s = ctx.input(0);
-  if (s.dtype != DType::F32) ctx.fail("self must be float32, got " + s.str());
+  expect_same_dtype(ctx, 1, 0, "mat1", "self");
   bool ok = s.shape.size() <= 2;
   for (size_t i = 0; ok && i < s.shape.size(); ++i) {
     int64_t d = s.shape[s.shape.size() - 1 - i];
@@ -165,15 +220,14 @@ std::vector<TensorType> infer_addmm(const NodeCtx& ctx) {
   if (!ok) ctx.fail("self " + s.str() + " is not broadcastable to " + shape_str(c));
   ctx.attr_float("beta");
   ctx.attr_float("alpha");
-  return {{DType::F32, c}};
+  return {{s.dtype, c}};
 }
 
 std::unique_ptr<Kernel> make_addmm(const KernelCtx& k) {
   const NodeCtx& n = k.node;
   return build(n, [&] {
-    return std::make_unique<MatmulKernel>(n.input(1).shape, n.input(2).shape, k.outputs[0].shape,
-                                          1, 2, &n.input(0).shape, float(n.attr_float("alpha")),
-                                          float(n.attr_float("beta")));
+    return make_kernel(k, n.input(1).shape, n.input(2).shape, k.outputs[0].shape, 1, 2,
+                       &n.input(0).shape, n.attr_float("alpha"), n.attr_float("beta"));
   });
 }
 
@@ -185,8 +239,9 @@ struct TransShapes {
 
 TransShapes trans_shapes(const NodeCtx& ctx) {
   ctx.expect_inputs(2);
-  expect_f32_rank(ctx, 0, 2, "a");
-  expect_f32_rank(ctx, 1, 2, "b");
+  expect_float_rank(ctx, 0, 2, "a");
+  expect_float_rank(ctx, 1, 2, "b");
+  expect_same_dtype(ctx, 0, 1, "a", "b");
   TransShapes t;
   t.ta = ctx.attr_bool("trans_a");
   t.tb = ctx.attr_bool("trans_b");
@@ -202,31 +257,32 @@ TransShapes trans_shapes(const NodeCtx& ctx) {
 }
 
 std::vector<TensorType> infer_trans_mm(const NodeCtx& ctx) {
-  return {{DType::F32, trans_shapes(ctx).c}};
+  return {{ctx.input(0).dtype, trans_shapes(ctx).c}};
 }
 
 std::unique_ptr<Kernel> make_trans_mm(const KernelCtx& k) {
   TransShapes t = trans_shapes(k.node);
   return build(k.node, [&] {
-    return std::make_unique<MatmulKernel>(t.a, t.b, t.c, 0, 1, nullptr, 1.f, 0.f, t.ta, t.tb);
+    return make_kernel(k, t.a, t.b, t.c, 0, 1, nullptr, 1.0, 0.0, t.ta, t.tb);
   });
 }
 
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
-  r.add({"aten.mm.default", "Matrix product (oneDNN) of float32 (M,K) @ (K,N) -> (M,N)", infer_mm,
+  r.add({"aten.mm.default",
+         "Matrix product of float32 (oneDNN) or float64 (M,K) @ (K,N) -> (M,N)", infer_mm,
          make_mm});
   r.add({"aten.bmm.default",
-         "Batched matrix product (oneDNN) of float32 (B,M,K) @ (B,K,N) -> (B,M,N)", infer_bmm,
-         make_mm});
+         "Batched matrix product of float32 (oneDNN) or float64 (B,M,K) @ (B,K,N) -> (B,M,N)",
+         infer_bmm, make_mm});
   r.add({"aten.addmm.default",
-         "beta*self + alpha*(mat1 @ mat2) (oneDNN), float32; self broadcastable to (M,N); "
-         "self is ignored when beta=0",
+         "beta*self + alpha*(mat1 @ mat2), float32 (oneDNN) or float64; self broadcastable to "
+         "(M,N); self is ignored when beta=0",
          infer_addmm, make_addmm});
   r.add({"trainstep.matmul",
-         "op(a) @ op(b) (oneDNN) for float32 rank-2 a, b, op = transpose when attr trans_a / "
-         "trans_b; reads transposed operands in place (made by the fold_transpose pass)",
+         "op(a) @ op(b) for float32 (oneDNN) or float64 rank-2 a, b, op = transpose when attr "
+         "trans_a / trans_b; reads transposed operands in place (made by the fold_transpose pass)",
          infer_trans_mm, make_trans_mm});
 }
 

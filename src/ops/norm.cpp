@@ -4,7 +4,8 @@
 // Each row of N = numel(normalized_shape) elements is normalised on its own;
 // mean and variance (biased, as PyTorch) accumulate in double, rstd =
 // 1/sqrt(var + eps). Rows run in parallel; the weight/bias gradients sum
-// over rows per column in double, in row order, then round once.
+// over rows per column in double, in row order, then round once. float32 or
+// float64; every tensor of a node has the input's dtype.
 #include <cmath>
 
 #include "ops/broadcast.h"
@@ -22,7 +23,8 @@ struct LnShape {
 
 LnShape ln_shape(const NodeCtx& ctx, int in, int w, int b) {
   const TensorType& x = ctx.input(in);
-  if (x.dtype != DType::F32) ctx.fail("input must be float32, got " + x.str());
+  if (x.dtype != DType::F32 && x.dtype != DType::F64)
+    ctx.fail("input must be float32 or float64, got " + x.str());
   Shape ns = ctx.attr_ints("normalized_shape");
   const size_t r = x.shape.size(), k = ns.size();
   if (k == 0 || k > r || !std::equal(ns.begin(), ns.end(), x.shape.end() - k))
@@ -30,8 +32,9 @@ LnShape ln_shape(const NodeCtx& ctx, int in, int w, int b) {
   for (int i : {w, b}) {
     if (i < 0 || !ctx.has_input(i)) continue;
     const TensorType& t = ctx.input(i);
-    if (t.dtype != DType::F32 || t.shape != ns)
-      ctx.fail(std::string(i == w ? "weight " : "bias ") + t.str() + " must be float32" + shape_str(ns));
+    if (t.dtype != x.dtype || t.shape != ns)
+      ctx.fail(std::string(i == w ? "weight " : "bias ") + t.str() + " must be " +
+               dtype_name(x.dtype) + shape_str(ns));
   }
   LnShape s;
   s.N = shape_numel(ns);
@@ -46,23 +49,25 @@ std::vector<TensorType> ln_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(3);
   LnShape s = ln_shape(ctx, 0, 1, 2);
   ctx.attr_float("eps");
-  return {{DType::F32, ctx.input(0).shape}, {DType::F32, s.stat}, {DType::F32, s.stat}};
+  const DType t = ctx.input(0).dtype;
+  return {{t, ctx.input(0).shape}, {t, s.stat}, {t, s.stat}};
 }
 
+template <class T>
 struct LnKernel : Kernel {
   int64_t M, N;
   double eps;
   void run(const Tensor* in, Tensor* out) override {
-    const float* x = in[0].as<float>();
-    const float* w = in[1].data ? in[1].as<float>() : nullptr;
-    const float* b = in[2].data ? in[2].as<float>() : nullptr;
-    float* y = out[0].data ? out[0].as<float>() : nullptr;  // unused outputs are null
-    float* mean = out[1].data ? out[1].as<float>() : nullptr;
-    float* rstd = out[2].data ? out[2].as<float>() : nullptr;
+    const T* x = in[0].as<T>();
+    const T* w = in[1].data ? in[1].as<T>() : nullptr;
+    const T* b = in[2].data ? in[2].as<T>() : nullptr;
+    T* y = out[0].data ? out[0].as<T>() : nullptr;  // unused outputs are null
+    T* mean = out[1].data ? out[1].as<T>() : nullptr;
+    T* rstd = out[2].data ? out[2].as<T>() : nullptr;
     const int64_t n = N;
     const double e = eps;
     parallel_for(M, M * N > kParallelMin, [&](int64_t r) {
-      const float* xr = x + r * n;
+      const T* xr = x + r * n;
       double s = 0, ss = 0;
       for (int64_t i = 0; i < n; ++i) s += xr[i];
       const double mu = s / n;
@@ -71,13 +76,13 @@ struct LnKernel : Kernel {
         ss += d * d;
       }
       const double rs = 1.0 / std::sqrt(ss / n + e);
-      const float m = static_cast<float>(mu), q = static_cast<float>(rs);
+      const T m = static_cast<T>(mu), q = static_cast<T>(rs);
       if (mean) mean[r] = m;
       if (rstd) rstd[r] = q;
       if (!y) return;
-      float* yr = y + r * n;
+      T* yr = y + r * n;
       for (int64_t i = 0; i < n; ++i) {
-        float v = (xr[i] - m) * q;
+        T v = (xr[i] - m) * q;
         if (w) v *= w[i];
         if (b) v += b[i];
         yr[i] = v;
@@ -86,12 +91,17 @@ struct LnKernel : Kernel {
   }
 };
 
-std::unique_ptr<Kernel> ln_make(const KernelCtx& kc) {
+template <class T>
+std::unique_ptr<Kernel> ln_make_t(const KernelCtx& kc) {
   LnShape s = ln_shape(kc.node, 0, 1, 2);
-  auto k = std::make_unique<LnKernel>();
+  auto k = std::make_unique<LnKernel<T>>();
   k->M = s.M, k->N = s.N;
   k->eps = kc.node.attr_float("eps");
   return k;
+}
+
+std::unique_ptr<Kernel> ln_make(const KernelCtx& kc) {
+  return kc.node.input(0).dtype == DType::F64 ? ln_make_t<double>(kc) : ln_make_t<float>(kc);
 }
 
 // ---- backward: inputs grad_out, input, mean, rstd, weight?, bias?;
@@ -100,33 +110,34 @@ std::vector<TensorType> ln_bwd_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(6);
   LnShape s = ln_shape(ctx, 1, 4, 5);
   const TensorType& x = ctx.input(1);
-  if (ctx.input(0).dtype != DType::F32 || ctx.input(0).shape != x.shape)
+  if (ctx.input(0).dtype != x.dtype || ctx.input(0).shape != x.shape)
     ctx.fail("grad_out " + ctx.input(0).str() + " must match input " + x.str());
   for (int i : {2, 3})
-    if (ctx.input(i).dtype != DType::F32 || ctx.input(i).numel() != s.M)
+    if (ctx.input(i).dtype != x.dtype || ctx.input(i).numel() != s.M)
       ctx.fail(std::string(i == 2 ? "mean " : "rstd ") + ctx.input(i).str() + " must hold " +
-               std::to_string(s.M) + " float32 values");
+               std::to_string(s.M) + " " + dtype_name(x.dtype) + " values");
   auto mask = ctx.attr_bools("output_mask");
   if (mask.size() != 3) ctx.fail("output_mask must have 3 values");
   Shape ns = ctx.attr_ints("normalized_shape");
-  return {{DType::F32, x.shape}, {DType::F32, ns}, {DType::F32, ns}};
+  return {{x.dtype, x.shape}, {x.dtype, ns}, {x.dtype, ns}};
 }
 
+template <class T>
 struct LnBwdKernel : Kernel {
   int64_t M, N;
   Buffer colsum;  // per-thread partial sums of dy*xhat and dy (double)
   void run(const Tensor* in, Tensor* out) override {
-    const float* dy = in[0].as<float>();
-    const float* x = in[1].as<float>();
-    const float* mean = in[2].as<float>();
-    const float* rstd = in[3].as<float>();
-    const float* w = in[4].data ? in[4].as<float>() : nullptr;
-    float* dx = out[0].data ? out[0].as<float>() : nullptr;
+    const T* dy = in[0].as<T>();
+    const T* x = in[1].as<T>();
+    const T* mean = in[2].as<T>();
+    const T* rstd = in[3].as<T>();
+    const T* w = in[4].data ? in[4].as<T>() : nullptr;
+    T* dx = out[0].data ? out[0].as<T>() : nullptr;
     const int64_t n = N, m = M;
     if (dx) {
       parallel_for(m, m * n > kParallelMin, [&](int64_t r) {
-        const float* dyr = dy + r * n;
-        const float* xr = x + r * n;
+        const T* dyr = dy + r * n;
+        const T* xr = x + r * n;
         const double mu = mean[r], rs = rstd[r];
         double sg = 0, sgx = 0;  // sum(g), sum(g * xhat), g = dy * w
         for (int64_t i = 0; i < n; ++i) {
@@ -135,15 +146,15 @@ struct LnBwdKernel : Kernel {
           sgx += g * (xr[i] - mu) * rs;
         }
         const double a = sg / n, c = sgx / n;
-        float* dxr = dx + r * n;
+        T* dxr = dx + r * n;
         for (int64_t i = 0; i < n; ++i) {
           const double g = w ? static_cast<double>(dyr[i]) * w[i] : dyr[i];
-          dxr[i] = static_cast<float>(rs * (g - a - (xr[i] - mu) * rs * c));
+          dxr[i] = static_cast<T>(rs * (g - a - (xr[i] - mu) * rs * c));
         }
       });
     }
-    float* dw = out[1].data ? out[1].as<float>() : nullptr;
-    float* db = out[2].data ? out[2].as<float>() : nullptr;
+    T* dw = out[1].data ? out[1].as<T>() : nullptr;
+    T* db = out[2].data ? out[2].as<T>() : nullptr;
     if (!dw && !db) return;
     // Columns split across threads; each column sums its rows in order.
     double* acc = static_cast<double*>(colsum.data());
@@ -154,8 +165,8 @@ struct LnBwdKernel : Kernel {
       double* sb = acc + n + c0;
       for (int64_t c = c0; c < c1; ++c) sw[c - c0] = sb[c - c0] = 0;
       for (int64_t r = 0; r < m; ++r) {
-        const float* dyr = dy + r * n;
-        const float* xr = x + r * n;
+        const T* dyr = dy + r * n;
+        const T* xr = x + r * n;
         const double mu = mean[r], rs = rstd[r];
         for (int64_t c = c0; c < c1; ++c) {
           sw[c - c0] += static_cast<double>(dyr[c]) * ((xr[c] - mu) * rs);
@@ -163,32 +174,38 @@ struct LnBwdKernel : Kernel {
         }
       }
       for (int64_t c = c0; c < c1; ++c) {
-        if (dw) dw[c] = static_cast<float>(sw[c - c0]);
-        if (db) db[c] = static_cast<float>(sb[c - c0]);
+        if (dw) dw[c] = static_cast<T>(sw[c - c0]);
+        if (db) db[c] = static_cast<T>(sb[c - c0]);
       }
     });
   }
 };
 
-std::unique_ptr<Kernel> ln_bwd_make(const KernelCtx& kc) {
+template <class T>
+std::unique_ptr<Kernel> ln_bwd_make_t(const KernelCtx& kc) {
   LnShape s = ln_shape(kc.node, 1, 4, 5);
-  auto k = std::make_unique<LnBwdKernel>();
+  auto k = std::make_unique<LnBwdKernel<T>>();
   k->M = s.M, k->N = s.N;
   k->colsum = Buffer(static_cast<size_t>(2 * s.N) * sizeof(double));
   return k;
+}
+
+std::unique_ptr<Kernel> ln_bwd_make(const KernelCtx& kc) {
+  return kc.node.input(1).dtype == DType::F64 ? ln_bwd_make_t<double>(kc)
+                                               : ln_bwd_make_t<float>(kc);
 }
 
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
   r.add(OpDef{"aten.native_layer_norm.default",
-              "layer norm over the trailing attr normalized_shape dims of float32 input, optional "
+              "layer norm over the trailing attr normalized_shape dims of float32 or float64 input, optional "
               "weight and bias; outputs out, mean, rstd (rstd = 1/sqrt(biased var + eps)); "
               "statistics in double",
               &ln_infer, &ln_make});
   r.add(OpDef{"aten.native_layer_norm_backward.default",
               "gradients of native_layer_norm w.r.t. input, weight and bias (attr output_mask) "
-              "from grad_out, input, mean, rstd, weight?, bias?; float32, sums in double",
+              "from grad_out, input, mean, rstd, weight?, bias?; float32 or float64, sums in double",
               &ln_bwd_infer, &ln_bwd_make});
 }
 

@@ -2,6 +2,8 @@
 // plane), hand-written so indices match exactly. Parallel over N*C planes.
 // Windows that tile the input (kernel == stride, no padding or dilation, the
 // common 2x2/2 case) take a branch-free fast path with the same results.
+// float64 runs the general path (and its backward); the code pair that the
+// fuse_relu_backward pass makes is float32 only (windows_tile says no).
 #include <algorithm>
 #include <array>
 #if defined(__AVX512F__)
@@ -41,7 +43,8 @@ bool out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool cei
 std::string pair_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
 PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
-  if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got " + x.str());
+  if (x.dtype != DType::F32 && x.dtype != DType::F64)
+    ctx.fail("only float32 and float64 are supported, got " + x.str());
   if (x.shape.size() != 4 && x.shape.size() != 3)
     ctx.fail("input must be rank 3 (C, H, W) or 4 (N, C, H, W), got " + x.str());
   PoolGeom g;
@@ -78,11 +81,17 @@ PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
 std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
   PoolGeom g = pool_geom(ctx, ctx.input(0));
-  return {{DType::F32, g.out_shape}, {DType::I64, g.out_shape}};
+  return {{ctx.input(0).dtype, g.out_shape}, {DType::I64, g.out_shape}};
 }
 
 std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
   PoolGeom g = pool_geom(k.node, k.node.input(0));
+  if (k.node.input(0).dtype == DType::F64)
+    return make_fn_kernel([g](const Tensor* in, Tensor* out) {
+      if (!out[0].data && !out[1].data) return;
+      pool_detail::max_pool_general_t(g, in[0].as<double>(), out[0].as<double>(),
+                                      out[1].as<int64_t>());
+    });
   bool tiled = pool_detail::max_pool_tiles(g);
   return make_fn_kernel([g, tiled](const Tensor* in, Tensor* out) {
     if (!out[0].data && !out[1].data) return;
@@ -101,20 +110,22 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
   PoolGeom g = pool_geom(ctx, x);
   const TensorType& go = ctx.input(0);
   const TensorType& ix = ctx.input(2);
-  if (go.dtype != DType::F32 || go.shape != g.out_shape)
-    ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
+  if (go.dtype != x.dtype || go.shape != g.out_shape)
+    ctx.fail("grad_output must be " + std::string(dtype_name(x.dtype)) + shape_str(g.out_shape) +
+             ", got " + go.str());
   if (ix.dtype != DType::I64 || ix.shape != g.out_shape)
     ctx.fail("indices must be int64" + shape_str(g.out_shape) + ", got " + ix.str());
   return {x};
 }
 
-std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
+template <class T>
+std::unique_ptr<Kernel> make_bwd_t(const KernelCtx& k) {
   PoolGeom g = pool_geom(k.node, k.node.input(1));
   const std::string where = "node '" + k.node.node() + "' (" + k.node.op() + ")";
   return make_fn_kernel([g, where](const Tensor* in, Tensor* out) {
-    float* gi = out[0].as<float>();
+    T* gi = out[0].as<T>();
     if (!gi) return;
-    const float* go = in[0].as<float>();
+    const T* go = in[0].as<T>();
     const int64_t* idx = in[2].as<int64_t>();
     int64_t n_in = g.H * g.W, n_out = g.OH * g.OW;
     // Indices come from the graph: a program may pass any. Checked before
@@ -127,11 +138,15 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
           fail(where + ": index " + std::to_string(idx[o]) + " is out of bounds for an input plane of " +
                std::to_string(n_in) + " elements");
     parallel_for(g.planes, true, [&](int64_t p) {
-      float* gp = gi + p * n_in;
-      for (int64_t i = 0; i < n_in; ++i) gp[i] = 0.f;
+      T* gp = gi + p * n_in;
+      for (int64_t i = 0; i < n_in; ++i) gp[i] = T(0);
       for (int64_t o = p * n_out; o < (p + 1) * n_out; ++o) gp[idx[o]] += go[o];
     });
   });
+}
+
+std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
+  return k.node.input(1).dtype == DType::F64 ? make_bwd_t<double>(k) : make_bwd_t<float>(k);
 }
 
 // The pair the compiler puts in place of relu -> max_pool2d_with_indices and
@@ -143,6 +158,7 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 // scatters grad_output with it: where(x <= 0, 0, max-pool backward).
 
 PoolGeom tiled_geom(const NodeCtx& ctx, const TensorType& x) {
+  if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got " + x.str());
   PoolGeom g = pool_geom(ctx, x);
   if (!pool_detail::max_pool_tiles(g))
     ctx.fail("needs windows that tile the input (kernel == stride, no padding or dilation)");
@@ -252,9 +268,10 @@ int64_t first_in_bounds(int64_t a0, int64_t d) {
 
 // Same loop as PyTorch's CPU kernel: the window is clipped to the input, the
 // first max wins (strict >), and any NaN is taken as the max.
-void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+template <class T>
+void max_pool_general_t(const PoolGeom& g, const T* x, T* y, int64_t* idx) {
   parallel_for(g.planes, true, [&](int64_t p) {
-    const float* xp = x + p * g.H * g.W;
+    const T* xp = x + p * g.H * g.W;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       int64_t h0 = oh * g.sh - g.ph;
       int64_t h1 = std::min(h0 + (g.kh - 1) * g.dh + 1, g.H);
@@ -264,10 +281,10 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
         int64_t w1 = std::min(w0 + (g.kw - 1) * g.dw + 1, g.W);
         w0 = first_in_bounds(w0, g.dw);
         int64_t best_i = h0 * g.W + w0;
-        float best = -std::numeric_limits<float>::infinity();
+        T best = -std::numeric_limits<T>::infinity();
         for (int64_t h = h0; h < h1; h += g.dh)
           for (int64_t w = w0; w < w1; w += g.dw) {
-            float v = xp[h * g.W + w];
+            T v = xp[h * g.W + w];
             if (v > best || std::isnan(v)) {
               best = v;
               best_i = h * g.W + w;
@@ -281,8 +298,15 @@ void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx)
   });
 }
 
+template void max_pool_general_t<double>(const PoolGeom&, const double*, double*, int64_t*);
+
+void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
+  max_pool_general_t<float>(g, x, y, idx);
+}
+
 bool windows_tile(const NodeCtx& node, const TensorType& x) {
-  return max_pool_tiles(pool_geom(node, x));
+  PoolGeom g = pool_geom(node, x);  // throws the node's error for invalid attrs
+  return x.dtype == DType::F32 && max_pool_tiles(g);  // the code kernels are float32
 }
 
 bool max_pool_tiles(const PoolGeom& g) {
@@ -614,12 +638,12 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 
 void register_pool_ops(OpRegistry& r) {
   r.add({"aten.max_pool2d_with_indices.default",
-         "2-D max pooling over float32 (N,)C,H,W returning values and int64 flat h*W+w "
+         "2-D max pooling over float32 or float64 (N,)C,H,W returning values and int64 flat h*W+w "
          "indices as PyTorch; stride/padding/dilation/ceil_mode",
          infer_fwd, make_fwd});
   r.add({"aten.max_pool2d_with_indices_backward.default",
          "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
-         "float32 tensor at the saved indices",
+         "float32 or float64 tensor at the saved indices",
          infer_bwd, make_bwd});
   r.add({"trainstep.max_pool2d_code",
          "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "

@@ -16,7 +16,9 @@ struct PoolGeom {
   Shape out_shape;
 };
 
-// Any geometry; y or idx may be nullptr (not written).
+// Any geometry; y or idx may be nullptr (not written). T float or double.
+template <class T>
+void max_pool_general_t(const PoolGeom& g, const T* x, T* y, int64_t* idx);
 void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx);
 
 // kernel == stride, no padding, no dilation, every window inside the input.

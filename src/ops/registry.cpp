@@ -6,6 +6,8 @@ namespace ts {
 
 void register_conv_ops(OpRegistry&);
 void register_pool_ops(OpRegistry&);
+void register_upsample_ops(OpRegistry&);
+void register_avg_pool_ops(OpRegistry&);
 void register_batch_norm_ops(OpRegistry&);
 void register_matmul_ops(OpRegistry&);
 void register_elementwise_ops(OpRegistry&);
@@ -17,12 +19,16 @@ void register_shape_ops(OpRegistry&);
 void register_creation_ops(OpRegistry&);
 void register_random_ops(OpRegistry&);
 void register_fused_ops(OpRegistry&);
+void register_pad_ops(OpRegistry&);
+void register_repeat_ops(OpRegistry&);
 
 const OpRegistry& OpRegistry::get() {
   static const OpRegistry reg = [] {
     OpRegistry r;
     register_conv_ops(r);
     register_pool_ops(r);
+    register_upsample_ops(r);
+    register_avg_pool_ops(r);
     register_batch_norm_ops(r);
     register_matmul_ops(r);
     register_elementwise_ops(r);
@@ -34,6 +40,8 @@ const OpRegistry& OpRegistry::get() {
     register_creation_ops(r);
     register_random_ops(r);
     register_fused_ops(r);
+    register_pad_ops(r);
+    register_repeat_ops(r);
     return r;
   }();
   return reg;

@@ -1,6 +1,7 @@
 #include "passes/fuse_conv_relu.h"
 
 #include "ir/rewrite.h"
+#include "ops/conv_transpose.h"
 
 namespace ts {
 
@@ -10,6 +11,7 @@ void fuse_conv_relu(Function& f) {
   bool changed = false;
   for (auto& n : f.nodes) {
     if (n.dead || n.op != "aten.convolution.default" || n.outputs[0] < 0) continue;
+    if (!conv_takes_blocked_relu(n.attrs)) continue;  // transposed: no fused form
     int v = n.outputs[0];
     if (outs[v] || readers[v].size() != 1) continue;
     Node& r = f.nodes[readers[v][0]];

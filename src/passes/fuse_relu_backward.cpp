@@ -1,6 +1,7 @@
 #include "passes/fuse_relu_backward.h"
 
 #include "ir/rewrite.h"
+#include "ops/conv_transpose.h"
 #include "ops/pool.h"
 
 namespace ts {
@@ -62,6 +63,7 @@ struct Rewriter {
   bool conv(int wi, int gi, int x) {
     Node& cb = f.nodes[gi];
     if (cb.inputs[1] != x || cb.outputs[0] != f.nodes[wi].inputs[2]) return false;
+    if (!conv_takes_blocked_relu(cb.attrs)) return false;  // transposed: no fused form
     cb.op = "trainstep.conv_backward_relu";
     cb.def = nullptr;
     cb.outputs[0] = f.nodes[wi].outputs[0];

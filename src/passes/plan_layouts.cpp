@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/rewrite.h"
+#include "ops/conv_transpose.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 
@@ -12,11 +13,15 @@ namespace ts {
 
 namespace {
 
-bool is_conv_fwd(const std::string& op) {
-  return op == "aten.convolution.default" || op == "trainstep.conv2d_relu";
+// A convolution node whose kernel takes blocked activations: not a
+// transposed one (ops/conv_transpose.h), which takes plain layouts only.
+bool is_conv_fwd(const Node& n) {
+  return (n.op == "aten.convolution.default" || n.op == "trainstep.conv2d_relu") &&
+         conv_takes_blocked_relu(n.attrs);
 }
-bool is_conv_bwd(const std::string& op) {
-  return op == "aten.convolution_backward.default" || op == "trainstep.conv_backward_relu";
+bool is_conv_bwd(const Node& n) {
+  return (n.op == "aten.convolution_backward.default" || n.op == "trainstep.conv_backward_relu") &&
+         conv_takes_blocked_relu(n.attrs);
 }
 
 // Ports whose kernels read or write a blocked activation themselves:
@@ -26,14 +31,14 @@ bool is_conv_bwd(const std::string& op) {
 // output, and its backward's grad_output, input and grad_input.
 bool blocks_input(const Node& n, int i) {
   const std::string& op = n.op;
-  return (is_conv_fwd(op) && i == 0) || (is_conv_bwd(op) && (i == 0 || i == 1)) ||
+  return (is_conv_fwd(n) && i == 0) || (is_conv_bwd(n) && (i == 0 || i == 1)) ||
          (op == "trainstep.max_pool2d_code" && i == 0) ||
          (op == "aten.native_batch_norm.default" && i == 0) ||
          (op == "aten.native_batch_norm_backward.default" && (i == 0 || i == 1));
 }
 bool blocks_output(const Node& n, int j) {
   const std::string& op = n.op;
-  return j == 0 && (is_conv_fwd(op) || is_conv_bwd(op) || op == "trainstep.max_pool2d_code_backward" ||
+  return j == 0 && (is_conv_fwd(n) || is_conv_bwd(n) || op == "trainstep.max_pool2d_code_backward" ||
                     op == "aten.native_batch_norm.default" ||
                     op == "aten.native_batch_norm_backward.default");
 }

@@ -226,8 +226,10 @@ TEST(Conv, Errors) {
             "float32[4, 2, 3, 3] with groups=1 expects 2");
   json t = a;
   t["transposed"] = true;
-  EXPECT_EQ(infer_error(op, t, {T({1, 3, 8, 8}), T({4, 3, 3, 3}), {}}, nob),
-            "node 'n0' (aten.convolution.default): transposed convolution is not supported");
+  t["output_padding"] = {1, 1};
+  EXPECT_EQ(infer_error(op, t, {T({1, 4, 8, 8}), T({4, 3, 3, 3}), {}}, nob),
+            "node 'n0' (aten.convolution.default): output_padding must be smaller than stride or "
+            "dilation, got output_padding 1x1 with stride 1x1 and dilation 1x1");
   json g = a;
   g["groups"] = 2;
   EXPECT_EQ(infer_error(op, g, {T({1, 4, 8, 8}), T({3, 2, 3, 3}), {}}, nob),
@@ -238,11 +240,11 @@ TEST(Conv, Errors) {
             "float32[1, 3, 2, 8], weight float32[4, 3, 3, 3], padding 0x0, dilation 1x1 give "
             "output 0x6");
   EXPECT_EQ(infer_error(op, a, {T({3, 8, 8}), T({4, 3, 3, 3}), {}}, nob),
-            "node 'n0' (aten.convolution.default): only 2-D convolution is supported: input must "
-            "be rank 4 (N, C, H, W), got float32[3, 8, 8]");
+            "node 'n0' (aten.convolution.default): weight must be rank 3 (O, C/groups, kL) for "
+            "input float32[3, 8, 8], got float32[4, 3, 3, 3]");
   EXPECT_EQ(infer_error(op, a, {T({1, 3, 8, 8}, DType::F64), T({4, 3, 3, 3}), {}}, nob),
-            "node 'n0' (aten.convolution.default): only float32 is supported, got input "
-            "float64[1, 3, 8, 8] and weight float32[4, 3, 3, 3]");
+            "node 'n0' (aten.convolution.default): input and weight must both be float32 or both "
+            "float64, got input float64[1, 3, 8, 8] and weight float32[4, 3, 3, 3]");
   EXPECT_EQ(infer_error(op, a, {T({1, 3, 8, 8}), T({4, 3, 3, 3}), T({5})}),
             "node 'n0' (aten.convolution.default): bias must be float32[4], got float32[5]");
   json s = a;

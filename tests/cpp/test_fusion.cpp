@@ -383,6 +383,33 @@ TEST(FusePass, BroadcastAndOtherShapesStayApart) {
   expect_same_results(f, g);
 }
 
+TEST(FusePass, Float64StaysUnfused) {
+  // The fused kernel runs float32 tiles: float64 pointwise nodes keep their
+  // own kernels, however fusable their ops are in float32. A float32 chain
+  // scaled by a float64 0-d value (a float64 model's LR on a float32
+  // parameter) still fuses: one-element inputs are cast as the member
+  // kernels would.
+  json s = {8, 33};
+  ts::Function f = make_function(
+      {port("x", "float64", s, 0), port("y", "float64", s, 1), port("z", "float32", s, 2),
+       port("lr", "float64", json::array(), 3)},
+      {node("a", "aten.mul.Tensor", {"x", "y"}, {}, "float64", s),
+       node("b", "aten.add.Tensor", {"a", "y"}, {{"alpha", 1}}, "float64", s),
+       node("r", "aten.relu.default", {"b"}, {}, "float64", s),
+       node("g", "aten.ge.Scalar", {"r"}, {{"other", 0.5}}, "bool", s),
+       node("u", "aten.mul.Tensor", {"lr", "z"}, {}, "float32", s),
+       node("e", "aten.exp.default", {"u"}, {}, "float32", s)},
+      {out_port("r", 0, "float64", s), out_port("g", 1, "bool", s), out_port("e", 2, "float32", s)});
+  ts::Function g = f;
+  ts::fuse_elementwise(g);
+  EXPECT_EQ(count_op(g, "trainstep.fused_elementwise"), 1);  // {u, e}
+  EXPECT_EQ(count_op(g, "aten.mul.Tensor"), 1);
+  EXPECT_EQ(count_op(g, "aten.add.Tensor"), 1);
+  EXPECT_EQ(count_op(g, "aten.relu.default"), 1);
+  EXPECT_EQ(count_op(g, "aten.ge.Scalar"), 1);  // reads a float64 tensor
+  expect_same_results(f, g);
+}
+
 TEST(FusePass, SharedConstantStaysForOtherReaders) {
   json s = {10};
   ts::Function f = make_function(

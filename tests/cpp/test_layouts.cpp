@@ -116,6 +116,27 @@ TEST(PlanLayouts, KeepsPlainWhatOtherOpsOrTheCallerSee) {
   EXPECT_EQ(l["a"], "nChw16c");
 }
 
+TEST(PlanLayouts, KeepsTransposedConvolutionsPlain) {
+  // A transposed convolution's kernel takes plain layouts only: the values
+  // it reads and writes stay plain; %c, between two direct convolutions,
+  // is blocked.
+  const std::string t =
+      R"({"dilation":[1,1],"groups":1,"output_padding":[0,0],"padding":[1,1],"stride":[1,1],"transposed":true})";
+  const std::string fn =
+      "func f(%x: float32[2, 16, 8, 8] {role=input}, %w: float32[16, 16, 3, 3] {role=input, index=1}) {\n"
+      "  %a = aten.convolution.default(%x, %w) " + kConv + "}\n"
+      "  %b = aten.convolution.default(%a, %w) " + t + "\n"
+      "  %c = aten.convolution.default(%b, %w) " + kConv + "}\n"
+      "  %d = aten.convolution.default(%c, %w) " + kConv + "}\n"
+      "  %ga, %gw, _ = aten.convolution_backward.default(%d, %a, %w) " + t.substr(0, t.size() - 1) +
+      ",\"bias_sizes\":null,\"output_mask\":[true,true,false]}\n"
+      "  return %d {role=output}, %ga {role=output, index=1}, %gw {role=output, index=2}\n}\n";
+  auto l = planned(fn, 16);
+  EXPECT_EQ(l["a"], "plain");
+  EXPECT_EQ(l["b"], "plain");
+  EXPECT_EQ(l["c"], "nChw16c");
+}
+
 // The planned program against the plain one: identical bits, because the
 // primitives are the same and only the reorders around them go away. With
 // a NaN in the input (the NaN-safe convolution path) and zeros (relu ties).

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "op_test_util.h"
+#include "ops/gemm64.h"
 
 using namespace ts_test;
 using ts::DType;
@@ -111,7 +112,12 @@ TEST(Matmul, Errors) {
   EXPECT_EQ(infer_error("aten.mm.default", none, {T({3, 4, 1}), T({4, 6})}),
             "node 'n0' (aten.mm.default): self must be rank 2, got float32[3, 4, 1]");
   EXPECT_EQ(infer_error("aten.mm.default", none, {T({3, 4}), T({4, 6}, DType::I64)}),
-            "node 'n0' (aten.mm.default): mat2 must be float32, got int64[4, 6]");
+            "node 'n0' (aten.mm.default): mat2 must be float32 or float64, got int64[4, 6]");
+  EXPECT_EQ(infer_error("aten.mm.default", none, {T({3, 4}), T({4, 6}, DType::F64)}),
+            "node 'n0' (aten.mm.default): self and mat2 must have the same dtype, got "
+            "float32[3, 4] and float64[4, 6]");
+  EXPECT_EQ(infer_op("aten.bmm.default", none, {T({2, 3, 4}, DType::F64), T({2, 4, 5}, DType::F64)})[0],
+            (ts::TensorType{DType::F64, {2, 3, 5}}));
   EXPECT_EQ(infer_error("aten.bmm.default", none, {T({2, 3, 4}), T({3, 4, 5})}),
             "node 'n0' (aten.bmm.default): batch sizes differ: [2, 3, 4] and [3, 4, 5]");
   json ab = {{"beta", 1}, {"alpha", 1}};
@@ -119,6 +125,10 @@ TEST(Matmul, Errors) {
             "node 'n0' (aten.addmm.default): self float32[4] is not broadcastable to [3, 5]");
   EXPECT_EQ(infer_error("aten.addmm.default", ab, {T({5}), T({3, 4}), T({5, 5})}),
             "node 'n0' (aten.addmm.default): inner dimensions differ: [3, 4] @ [5, 5]");
+  EXPECT_EQ(infer_error("aten.addmm.default", ab,
+                        {T({5}), T({3, 4}, DType::F64), T({4, 5}, DType::F64)}),
+            "node 'n0' (aten.addmm.default): mat1 and self must have the same dtype, got "
+            "float64[3, 4] and float32[5]");
 }
 
 TEST(Matmul, TransposedOperandsAllFlags) {
@@ -165,4 +175,106 @@ TEST(Matmul, TransposedErrors) {
             "node 'n0' (trainstep.matmul): a must be rank 2, got float32[2, 3, 4]");
   EXPECT_EQ(infer_op(op, {{"trans_a", true}, {"trans_b", true}}, {T({4, 3}), T({6, 4})})[0].shape,
             (ts::Shape{3, 6}));
+}
+
+// Gemm64 (the float64 product) against a naive triple loop: random sizes
+// around the micro-tile and K-slice edges, every transpose flag, batches,
+// alpha/beta; one thread and two give identical bits.
+TEST(Gemm64, MatchesNaiveLoop) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> small(1, 40), big(1, 300);
+  std::normal_distribution<double> nd;
+  const int64_t MR = ts::Gemm64::MR, NR = ts::Gemm64::NR, KC = ts::Gemm64::KC;
+  std::vector<std::array<int64_t, 4>> sizes = {
+      {1, 1, 1, 1},         {1, MR, NR, 1},       {1, MR + 1, NR - 1, KC + 1},
+      {1, 2 * MR - 1, 3 * NR + 5, 2 * KC + 3}, {2, 5, 7, 0}, {3, 4, 64, 16},
+      {1, 129, 257, 65},    {1, 300, 37, 1}};
+  for (int r = 0; r < 12; ++r)
+    sizes.push_back({small(rng) % 3 + 1, big(rng), big(rng), r % 3 ? big(rng) : small(rng)});
+  for (auto [B, M, N, K] : sizes)
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2;
+      std::vector<double> a(B * M * K), b(B * K * N), c0(B * M * N);
+      for (auto& v : a) v = nd(rng);
+      for (auto& v : b) v = nd(rng);
+      for (auto& v : c0) v = nd(rng);
+      for (auto [alpha, beta] : {std::pair{1.0, 0.0}, {0.5, 1.0}, {-2.0, 0.25}}) {
+        std::vector<double> want(B * M * N);
+        for (int64_t z = 0; z < B; ++z)
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              double s = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                double x = ta ? a[z * M * K + k * M + i] : a[z * M * K + i * K + k];
+                double y = tb ? b[z * K * N + j * K + k] : b[z * K * N + k * N + j];
+                s += x * y;
+              }
+              want[z * M * N + i * N + j] =
+                  alpha * s + (beta == 0 ? 0.0 : beta * c0[z * M * N + i * N + j]);
+            }
+        std::vector<double> got[2];
+        for (int th = 1; th <= 2; ++th) {
+          got[th - 1] = c0;
+          if (beta == 0) std::fill(got[th - 1].begin(), got[th - 1].end(), NAN);  // not read
+          ts::Gemm64 g(B, M, N, K, ta, tb, th);
+          g.run(a.data(), b.data(), got[th - 1].data(), alpha, beta);
+        }
+        double tol = 1e-13 * std::max<int64_t>(K, 1);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got[0][i], want[i], tol * (1 + std::abs(want[i])))
+              << B << "x" << M << "x" << N << "x" << K << " ta " << ta << " tb " << tb
+              << " alpha " << alpha << " beta " << beta << " at " << i;
+        ASSERT_EQ(0, std::memcmp(got[0].data(), got[1].data(), sizeof(double) * want.size()))
+            << B << "x" << M << "x" << N << "x" << K << ": 1 and 2 threads differ";
+      }
+    }
+}
+
+// aten.mm / addmm / bmm on float64 inputs go through Gemm64.
+TEST(Gemm64, Float64Ops) {
+  std::mt19937 rng(8);
+  std::normal_distribution<double> nd;
+  auto rnd = [&](ts::Shape s) {
+    HostTensor t(DType::F64, s);
+    for (int64_t i = 0; i < t.view.numel(); ++i) t.view.as<double>()[i] = nd(rng);
+    return t;
+  };
+  const int64_t M = 7, K = 19, N = 23;
+  HostTensor a = rnd({M, K}), b = rnd({K, N}), s = rnd({N});
+  std::vector<ts::TensorType> t;
+  auto c = run_op("aten.addmm.default", {{"beta", 0.5}, {"alpha", 2}}, {&s, &a, &b}, &t);
+  ASSERT_EQ(t[0], (ts::TensorType{DType::F64, {M, N}}));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double p = 0;
+      for (int64_t k = 0; k < K; ++k) p += a.view.as<double>()[i * K + k] * b.view.as<double>()[k * N + j];
+      EXPECT_NEAR(c[0].view.as<double>()[i * N + j], 0.5 * s.view.as<double>()[j] + 2 * p, 1e-12);
+    }
+}
+
+// Rough speed, printed (not asserted): 512^3 on one thread against a naive loop.
+TEST(Gemm64, Speed) {
+  const int64_t n = 512;
+  std::vector<double> a(n * n, 1.0), b(n * n, 0.5), c(n * n), r(n * n);
+  ts::Gemm64 g(1, n, n, n, false, false, 1);
+  g.run(a.data(), b.data(), c.data());
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    g.run(a.data(), b.data(), c.data());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < n; ++k) s += a[i * n + k] * b[k * n + j];
+      r[i * n + j] = s;
+    }
+  auto t2 = std::chrono::steady_clock::now();
+  const double f = 2.0 * n * n * n / 1e9;
+  std::cout << "gemm64 512^3 1 thread: " << f / best
+            << " GFLOP/s; naive loop: " << f / std::chrono::duration<double>(t2 - t1).count()
+            << " GFLOP/s\n";
+  EXPECT_EQ(c, r);
 }

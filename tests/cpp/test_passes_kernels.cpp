@@ -219,3 +219,17 @@ TEST(FuseConvRelu, KeepsConvWhosePreReluValueIsNeeded) {
   ts::fuse_conv_relu(f);
   EXPECT_EQ(dump(f), before);
 }
+
+TEST(FuseConvRelu, KeepsTransposedConvolution) {
+  // A transposed convolution has no fused relu form.
+  Builder b;
+  json t = conv_attrs();
+  t["transposed"] = true;
+  int x = b.input("x", F({1, 2, 5, 5})), w = b.input("w", F({2, 3, 3, 3}));
+  int cv = b.node("convolution", "aten.convolution.default", {x, w, -1}, F({1, 3, 7, 7}), t);
+  b.output(b.node("relu", "aten.relu.default", {cv}, F({1, 3, 7, 7})));
+  Function f = b.done();
+  auto before = dump(f);
+  ts::fuse_conv_relu(f);
+  EXPECT_EQ(dump(f), before);
+}

@@ -167,9 +167,9 @@ TEST(MaxPool, Errors) {
   EXPECT_EQ(infer_error(kFwd, a, {T({5, 5})}),
             "node 'n0' (aten.max_pool2d_with_indices.default): input must be rank 3 (C, H, W) or 4 "
             "(N, C, H, W), got float32[5, 5]");
-  EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5}, DType::F64)}),
-            "node 'n0' (aten.max_pool2d_with_indices.default): only float32 is supported, got "
-            "float64[1, 1, 5, 5]");
+  EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5}, DType::I64)}),
+            "node 'n0' (aten.max_pool2d_with_indices.default): only float32 and float64 are "
+            "supported, got int64[1, 1, 5, 5]");
   a["kernel_size"] = {0, 3};
   EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5})}),
             "node 'n0' (aten.max_pool2d_with_indices.default): kernel_size must be positive, got 0x3");

@@ -6,7 +6,7 @@ PyTorch's eval mode.
 
 tests/python/specs/bn_cnn.py uses smooth activations, so eager PyTorch is
 reproducible to 2e-6 of each tensor's scale under 1e-7 parameter noise
-(scripts/eager_spread.py --noise params) and the parity check can be tight:
+(scripts/eager_spread.py) and the parity check can be tight:
 1e-5. Measured C++ vs eager: 1.1e-6 (momentum buffers), running stats 5e-7,
 eval output 6e-7."""
 import os

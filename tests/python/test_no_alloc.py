@@ -108,3 +108,15 @@ def test_sequence_models_do_not_allocate(model, request, tmp_path):
         a, b = (_count(art, n, flags, tmp_path, warmup=2) for n in (5, 10))
         extra = {k: b[k] - a[k] for k in a}
         assert extra["own"] == 0 and extra["libgomp"] == 0, (flags, extra)
+
+
+def test_float64_model_does_not_allocate(artifacts, tmp_path):
+    """A float64 model (time_sequence_prediction's LSTMCell loop): its
+    matrix products run on Gemm64 (src/ops/gemm64.h), whose packing buffers
+    are allocated at compile time; one and two threads."""
+    art = artifacts("double_lstm", os.path.join(os.path.dirname(__file__), "specs", "real",
+                                                "double_lstm.py"))
+    for flags in (["--threads", "1"], ["--threads", "2"]):
+        a, b = (_count(art, n, flags, tmp_path) for n in (10, 30))
+        extra = {k: b[k] - a[k] for k in a}
+        assert extra["own"] == 0 and extra["libgomp"] == 0, (flags, extra)

@@ -67,6 +67,36 @@ def test_matches_torch_optim(cls, kw):
                                        atol=max(1e-7, 2.4e-7 * scale))
 
 
+@pytest.mark.parametrize("cls,kw", CASES, ids=lambda v: str(v))
+def test_float64_matches_torch_optim(cls, kw):
+    """float64 parameters, with the float64 LR input such models get
+    (capture.lr_dtype): torch computes the step's scalars (bias corrections,
+    decayed LRs) in Python floats, and so must we in float64, or the update
+    is off by float32 rounding (1e-7 relative)."""
+    g = torch.Generator().manual_seed(0)
+    shapes = {"a": (3, 4), "b": (5,), "c": ()}
+    params = {n: torch.randn(s, generator=g, dtype=torch.float64) for n, s in shapes.items()}
+    ref = {n: p.clone().requires_grad_() for n, p in params.items()}
+    opt = cls(list(ref.values()), **kw)
+    f = ts_optim.from_torch(opt, [list(shapes)])
+    state = f.init_state(params)
+    lr = torch.tensor(kw["lr"], dtype=torch.float64)
+    for _ in range(6):
+        grads = {n: torch.randn(s, generator=g, dtype=torch.float64) for n, s in shapes.items()}
+        for n, p in ref.items():
+            p.grad = grads[n].clone()
+        opt.step()
+        params, state = f.update(params, grads, state, lr)
+        for n in shapes:
+            assert params[n].dtype == torch.float64
+            torch.testing.assert_close(params[n], ref[n].detach(), rtol=1e-12, atol=1e-13)
+    mine = f.state_from_torch(opt, ref)
+    for k in state:
+        if k != ts_optim.STEP:
+            assert mine[k].dtype == torch.float64, k  # torch's state, kept in its dtype
+            torch.testing.assert_close(state[k], mine[k], rtol=1e-12, atol=1e-13)
+
+
 def test_unsupported_optimizer_is_named():
     opt = torch.optim.LBFGS([torch.zeros(2, requires_grad=True)])
     with pytest.raises(ts_optim.UnsupportedOptimizer, match="LBFGS is not supported; supported: "

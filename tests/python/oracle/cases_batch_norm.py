@@ -3,31 +3,32 @@ Training mode takes no running stats (the exporter updates them in the
 graph, python/trainstep/patches.py); eval mode takes them."""
 from .harness import Case, In, Node, Program, neg_case, op_case
 
-F = "float32"
+F, D = "float32", "float64"
+TOL64 = (1e-11, 1e-11)
 # Per-channel sums over N*S elements: double accumulation vs torch's order.
 TOL = (1e-5, 1e-5)
 SHAPES = [(4, 3), (6, 3, 5), (2, 3, 4, 5), (2, 3, 2, 2, 2), (5, 1, 7, 7),
           (64, 16, 9, 9)]  # the last: channels in parallel
 
 
-def _fwd(shape, affine, training, x=None, **kw):
+def _fwd(shape, affine, training, x=None, dt=F, **kw):
     c = shape[1]
-    w, b = (In((c,), kind="uniform", lo=0.5, hi=1.5), In((c,))) if affine else (None, None)
-    rm, rv = (None, None) if training else (In((c,)), In((c,), kind="positive"))
-    return op_case("aten.native_batch_norm.default", x or In(shape), w, b, rm, rv,
+    w, b = (In((c,), dt, kind="uniform", lo=0.5, hi=1.5), In((c,), dt)) if affine else (None, None)
+    rm, rv = (None, None) if training else (In((c,), dt), In((c,), dt, kind="positive"))
+    return op_case("aten.native_batch_norm.default", x or In(shape, dt), w, b, rm, rv,
                    training=training, momentum=0.1, eps=1e-5, tol=kw.pop("tol", TOL), **kw)
 
 
-def _bwd(shape, affine, train, mask):
+def _bwd(shape, affine, train, mask, dt=F, tol=(1e-4, 1e-4)):
     """forward, a grad_output shaped like its output, then the backward on
     the forward's saved statistics (train) or the running stats (eval)."""
     c = shape[1]
-    ins = {"x": In(shape)}
+    ins = {"x": In(shape, dt)}
     if affine:
-        ins["w"] = In((c,), kind="uniform", lo=0.5, hi=1.5)
-        ins["b"] = In((c,))
+        ins["w"] = In((c,), dt, kind="uniform", lo=0.5, hi=1.5)
+        ins["b"] = In((c,), dt)
     if not train:
-        ins["rm"], ins["rv"] = In((c,)), In((c,), kind="positive")
+        ins["rm"], ins["rv"] = In((c,), dt), In((c,), dt, kind="positive")
     w = "w" if affine else None
     rm, rv = (None, None) if train else ("rm", "rv")
     fa = dict(training=train, momentum=0.1, eps=1e-5)
@@ -36,7 +37,7 @@ def _bwd(shape, affine, train, mask):
         Node("aten.native_batch_norm.default", ["x", w, "b" if affine else None, rm, rv], fa),
         Node("aten.mul.Tensor", ["n0.0", "n0.0"]),
         Node("aten.native_batch_norm_backward.default", ["n1", "x", w, rm, rv, "n0.1", "n0.2"], ba)]),
-        tol=(1e-4, 1e-4))
+        tol=tol)
 
 
 def cases():
@@ -52,6 +53,12 @@ def cases():
         for mask in ([True, True, True], [True, False, False], [False, True, True]):
             out.append(_bwd(s, True, True, mask))
         out += [_bwd(s, False, True, [True, False, False]), _bwd(s, True, False, [True, True, True])]
+    # float64: the plain kernels, statistics in double as for float32.
+    for s in ((4, 3), (2, 3, 4, 5), (64, 16, 9, 9)):
+        out += [_fwd(s, True, True, dt=D, tol=TOL64), _fwd(s, False, True, dt=D, tol=TOL64),
+                _fwd(s, True, False, dt=D, tol=TOL64),
+                _bwd(s, True, True, [True, True, True], dt=D, tol=TOL64),
+                _bwd(s, True, False, [True, True, True], dt=D, tol=TOL64)]
     c = 3
     out += [
         neg_case("aten.native_batch_norm.default", In((4, c)), In((c,)), In((c,)), In((c,)), In((c,)),
@@ -69,10 +76,10 @@ def cases():
                         {"dtype": F, "shape": [3]}],
                  error="training mode needs more than 1 value per channel, got input float32[1, 3, 1]",
                  unsupported="torch's op gives NaN/inf statistics; F.batch_norm refuses it first"),
-        neg_case("aten.native_batch_norm.default", In((4, c), "float64"), None, None, None, None,
+        neg_case("aten.native_batch_norm.default", In((4, c), D), In((c,)), None, None, None,
                  training=True, momentum=0.1, eps=1e-5,
-                 error="only float32 is supported, got input float64[4, 3]",
-                 unsupported="float64 batch norm"),
+                 error="weight must be float64[3] for input float64[4, 3], got float32[3]",
+                 unsupported="torch's CPU kernel converts a weight of another dtype"),
         neg_case("aten.native_batch_norm_backward.default", In((4, 2)), In((4, c)), None, None, None,
                  In((c,)), In((c,), kind="positive"), train=True, eps=1e-5,
                  output_mask=[True, True, True],

@@ -6,6 +6,8 @@ agree to a few float32 ulps of the normalised values: tol 1e-5."""
 from .harness import Case, In, Node, Program, neg_case, op_case
 
 TOL = (1e-5, 1e-5)
+TOL64 = (1e-11, 1e-11)  # the same sums, in a different order than torch's
+D = "float64"
 # (input shape, normalized_shape)
 SHAPES = [((4, 8), [8]), ((2, 3, 16), [16]), ((2, 3, 4, 5), [4, 5]), ((5,), [5]),
           ((300, 128), [128]), ((3, 1), [1]), ((2, 64, 7), [64, 7])]
@@ -48,6 +50,30 @@ def _backward():
     return out
 
 
+def _float64():
+    """float64: statistics in double as for float32, so close to torch's."""
+    out = []
+    op = "aten.native_layer_norm.default"
+    for s, ns in (((4, 8), [8]), ((2, 3, 4, 5), [4, 5]), ((300, 128), [128])):
+        out.append(op_case(op, In(s, D), In(tuple(ns), D), In(tuple(ns), D), normalized_shape=ns, eps=1e-5,
+                           tol=TOL64))
+    out.append(op_case(op, In((6, 10), D), None, None, normalized_shape=[10], eps=1e-5, tol=TOL64))
+    bop = "aten.native_layer_norm_backward.default"
+    for (s, ns), affine in ((((4, 8), [8]), True), (((300, 128), [128]), True), (((2, 3, 16), [16]), False)):
+        for mask in ([True, True, True], [True, False, False]):
+            if not affine and mask != [True, False, False]:
+                continue
+            w = ["w", "b"] if affine else [None, None]
+            ins = {"x": In(s, D), "g": In(s, D)}
+            if affine:
+                ins.update(w=In(tuple(ns), D), b=In(tuple(ns), D))
+            out.append(Case(bop, Program(ins, [
+                Node(op, ["x"] + w, {"normalized_shape": ns, "eps": 1e-5}),
+                Node(bop, ["g", "x", "n0.1", "n0.2"] + w, {"normalized_shape": ns, "output_mask": mask})],
+                outputs=[f"n1.{i}" for i in range(3) if mask[i]]), tol=TOL64))
+    return out
+
+
 def _negatives():
     op = "aten.native_layer_norm.default"
     return [
@@ -55,9 +81,8 @@ def _negatives():
                  error="normalized_shape [5] is not the trailing shape of input float32[3, 4]"),
         neg_case(op, In((3, 4)), In((3,)), In((4,)), normalized_shape=[4], eps=1e-5,
                  error="weight float32[3] must be float32[4]"),
-        neg_case(op, In((3, 4), "float64"), In((4,), "float64"), In((4,), "float64"),
-                 normalized_shape=[4], eps=1e-5, error="input must be float32, got float64[3, 4]",
-                 unsupported="float64 layer norm (the models here train in float32)"),
+        neg_case(op, In((3, 4), D), In((4,)), In((4,), D), normalized_shape=[4], eps=1e-5,
+                 error="weight float32[4] must be float64[4]"),
         neg_case("aten.native_layer_norm_backward.default", In((3, 4)), In((3, 4)), In((2, 1)), In((3, 1)),
                  In((4,)), In((4,)), normalized_shape=[4], output_mask=[True, True, True],
                  error="mean float32[2, 1] must hold 3 float32 values",
@@ -66,4 +91,4 @@ def _negatives():
 
 
 def cases():
-    return _forward() + _backward() + _negatives()
+    return _forward() + _backward() + _float64() + _negatives()

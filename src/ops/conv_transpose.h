@@ -1,0 +1,41 @@
+// Transposed convolution (aten.convolution.default / convolution_backward
+// with transposed=true), 1-D and 2-D, float32, on oneDNN's deconvolution
+// primitives (conv_transpose.cpp). conv.cpp's infer/make hand such nodes here.
+// These kernels take plain layouts only and have no fused relu form, so the
+// passes ask conv_takes_blocked_relu() before they block or fuse a
+// convolution node.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace ts {
+
+// The node's "transposed" attribute (absent or null: false).
+bool conv_attrs_transposed(const json& attrs);
+
+// Whether a convolution node with these attributes runs the direct kernel,
+// which reads and writes channel-blocked activations and has the fused relu
+// forms (trainstep.conv2d_relu, trainstep.conv_backward_relu): false for
+// transposed convolutions, which take plain layouts only and are not fused.
+bool conv_takes_blocked_relu(const json& attrs);
+
+// The type of convolution_backward's output 1 (grad_weight): the weight's,
+// except that for a 1-D convolution whose output_mask[1] is false torch
+// eager returns the 2-D view (w0, w1, 1, kL) of a tensor it never fills, so
+// programs traced with real tensors declare that; the kernels leave it
+// unwritten or write grad_weight there (the same bytes).
+TensorType conv_grad_weight_type(const TensorType& weight, bool requested);
+
+namespace conv_transpose {
+
+// aten.convolution.default with transposed=true.
+std::vector<TensorType> infer_fwd(const NodeCtx& ctx);
+std::unique_ptr<Kernel> make_fwd(const KernelCtx& k);
+// aten.convolution_backward.default with transposed=true.
+std::vector<TensorType> infer_bwd(const NodeCtx& ctx);
+std::unique_ptr<Kernel> make_bwd(const KernelCtx& k);
+
+}  // namespace conv_transpose
+}  // namespace ts
