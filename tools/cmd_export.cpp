@@ -159,6 +159,7 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
   auto seed = std::make_shared<int>(0);
   auto grads = std::make_shared<bool>(false);
   auto trace = std::make_shared<bool>(false);
+  auto rounds = std::make_shared<int>(-1);
   cmd->add_option("spec", *spec, "SPEC.py defining build() -> trainstep.TrainSpec")->required();
   cmd->add_option("--out,-o", *out, "artifact to write (NAME.tstep)")->required();
   cmd->add_option("--golden-steps", *steps, "eager steps recorded for verify (default: spec's, 3)");
@@ -168,12 +169,21 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
                 "--accumulate) and gradients by name (Session::grad)");
   cmd->add_flag("--trace-values", *trace,
                 "also record every train_step node's eager value on golden step 0 (verify --trace)");
+  cmd->add_option("--calibration-rounds", *rounds,
+                  "eager reruns of the golden steps with one rounding of noise on the gradients "
+                  "and on the parameters, N of each (default 2), whose spread sets verify's "
+                  "tolerance per value; 0: no calibration")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([=, &action] {
     action = [=] {
       std::vector<std::string> args{"trainstep.export", *spec, "--out", *out,
                                     "--seed", std::to_string(*seed)};
       if (*grads) args.push_back("--grads");
       if (*trace) args.push_back("--trace-values");
+      if (*rounds >= 0) {
+        args.push_back("--calibration-rounds");
+        args.push_back(std::to_string(*rounds));
+      }
       if (*steps >= 0) {
         args.push_back("--golden-steps");
         args.push_back(std::to_string(*steps));

@@ -8,6 +8,8 @@
 // (`export --trace-values`), reporting the first node that diverges.
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
 
 #include "commands.h"
 #include "exit_codes.h"
@@ -38,13 +40,22 @@ double at(const ts::Tensor& t, int64_t i) {
   return 0;
 }
 
-Diff compare(const ts::Tensor& got, const ts::Tensor& want, const std::string& what) {
+// got against want; with `base`, their differences from it (the step's
+// update) against each other, at the update's own scale.
+Diff compare(const ts::Tensor& got, const ts::Tensor& want, const std::string& what,
+             const ts::Tensor* base = nullptr, double min_scale = 0) {
   if (got.type() != want.type())
     ts::fail(what + ": got " + got.type().str() + ", golden is " + want.type().str());
+  if (base && base->type() != want.type())
+    ts::fail(what + ": the initial state is " + base->type().str() + ", golden is " +
+             want.type().str());
+  auto b = [&](int64_t i) { return base ? at(*base, i) : 0.0; };
   Diff d;
-  for (int64_t i = 0; i < want.numel(); ++i) d.scale = std::max(d.scale, std::fabs(at(want, i)));
+  d.scale = min_scale;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    d.scale = std::max(d.scale, std::fabs(at(want, i) - b(i)));
   for (int64_t i = 0; i < want.numel(); ++i) {
-    double g = at(got, i), w = at(want, i);
+    double g = at(got, i) - b(i), w = at(want, i) - b(i);
     if (!std::isfinite(g) && std::isfinite(w)) d.nonfinite = true;
     double a = std::fabs(g - w);
     d.max_abs = std::max(d.max_abs, a);
@@ -56,6 +67,82 @@ Diff compare(const ts::Tensor& got, const ts::Tensor& want, const std::string& w
 bool within(const Diff& d, double tol) {
   return !d.nonfinite && d.max_abs <= tol * std::max(d.scale, 1e-12);
 }
+
+constexpr double kDefaultTol = 1e-4;
+
+// Each check's tolerance: --tol for all, or from the artifact's calibration
+// (golden.calibration, docs/format.md): max(floor of the value's dtype,
+// factor x how far eager moved from itself on that value under one
+// rounding of noise), or kDefaultTol for an artifact exported without one.
+class Tolerance {
+ public:
+  Tolerance(const ts::Artifact& a, std::optional<double> given) : given_(given) {
+    const ts::json& g = a.program.golden;
+    if (given_ || !g.contains("calibration")) return;
+    const ts::json& c = g.at("calibration");
+    auto bad = [&](const std::string& what) {
+      ts::fail(a.path + ": golden.calibration." + what + " (export the artifact again)");
+    };
+    if (!c.is_object()) bad("is not an object");
+    auto number = [&](const ts::json& j, const std::string& what) {
+      if (!j.is_number() || !std::isfinite(j.get<double>()) || j.get<double>() < 0)
+        bad(what + " is not a number >= 0");
+      return j.get<double>();
+    };
+    if (!c.contains("factor") || !c.contains("floor") || !c.contains("spread"))
+      bad("lacks factor, floor or spread");
+    factor_ = number(c.at("factor"), "factor");
+    if (!c.at("floor").is_object() || !c.at("spread").is_object())
+      bad("floor and spread must be objects");
+    for (const auto& [k, v] : c.at("floor").items()) floor_[k] = number(v, "floor." + k);
+    if (!floor_.count("float32")) bad("floor has no float32 entry");
+    for (const auto& [k, v] : c.at("spread").items()) spread_[k] = number(v, "spread." + k);
+    rounds_ = c.value("rounds", 0);
+    calibrated_ = true;
+  }
+
+  // key: the value's name in golden.calibration.spread ("loss/0",
+  // "delta/fc.weight", "eval/output0", ...).
+  double operator()(const std::string& key, ts::DType dt) const {
+    if (given_) return *given_;
+    if (!calibrated_) return kDefaultTol;
+    auto f = floor_.find(ts::dtype_name(dt));
+    double floor = f != floor_.end() ? f->second : floor_.at("float32");
+    auto s = spread_.find(key);
+    return std::max(floor, factor_ * (s != spread_.end() ? s->second : 0.0));
+  }
+
+  std::string describe() const {
+    char line[512];
+    if (given_) {
+      std::snprintf(line, sizeof line, "tolerance %.1e for every value (--tol)", *given_);
+    } else if (!calibrated_) {
+      std::snprintf(line, sizeof line,
+                    "tolerance %.1e for every value (the default: the artifact has no "
+                    "calibration; export it again to calibrate)", kDefaultTol);
+    } else {
+      std::string floors;
+      for (const auto& [k, v] : floor_) {
+        char f[64];
+        std::snprintf(f, sizeof f, "%s%.0e %s", floors.empty() ? "" : ", ", v, k.c_str());
+        floors += f;
+      }
+      std::snprintf(line, sizeof line,
+                    "tolerance per value: max(floor, %g x eager's own spread), calibrated at "
+                    "export (%d round(s) of one-rounding noise on gradients and on parameters); "
+                    "floor %s; --tol overrides",
+                    factor_, rounds_, floors.c_str());
+    }
+    return line;
+  }
+
+ private:
+  std::optional<double> given_;
+  bool calibrated_ = false;
+  double factor_ = 0;
+  int rounds_ = 0;
+  std::map<std::string, double> floor_, spread_;
+};
 
 // Runs golden step 0 through train_step as exported (no passes, so every
 // node keeps its name) and compares each node's outputs with the recorded
@@ -70,13 +157,14 @@ std::string trace_step0(const ts::Artifact& a, double tol, int threads, bool qui
   const ts::json& g = a.program.golden;
   const ts::Function& f = a.program.function("train_step");
   ts::Executor ex(f, threads, false);
-  float lr = static_cast<float>(g.value("lr", 0.0));
+  double lr64 = g.value("lr", 0.0);  // the lr port is float64 for float64 models
+  float lr32 = static_cast<float>(lr64);
   int64_t seed = g.value("seed", int64_t(0)), offset = g.value("offset", int64_t(0));
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const ts::Port& p = f.inputs[i];
     void* data = nullptr;
     if (p.role == "state") data = a.tensor("state/" + p.state).view.data;
-    else if (p.role == "lr") data = &lr;
+    else if (p.role == "lr") data = p.type.dtype == ts::DType::F64 ? static_cast<void*>(&lr64) : &lr32;
     else if (p.role == "rng_seed") data = &seed;
     else if (p.role == "rng_offset") data = &offset;
     else if (p.role == "input") data = a.tensor("golden/step0/input" + std::to_string(p.index)).view.data;
@@ -130,14 +218,16 @@ std::string trace_step0(const ts::Artifact& a, double tol, int threads, bool qui
 void add_verify(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("verify", "Replay the artifact's golden trace and compare");
   auto path = std::make_shared<std::string>();
-  auto tol = std::make_shared<double>(1e-4);
+  auto tol = std::make_shared<double>(kDefaultTol);
   auto sopts = std::make_shared<ts::SessionOptions>();
   auto quiet = std::make_shared<bool>(false);
   auto trace = std::make_shared<bool>(false);
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
-  cmd->add_option("--tol", *tol,
-                  "allowed max |got - golden| relative to the tensor's largest |golden|")
-      ->check(finite_at_least(0));
+  CLI::Option* tol_opt =
+      cmd->add_option("--tol", *tol,
+                      "allowed max |got - golden| relative to the tensor's largest |golden|, for "
+                      "every value (default: each value's tolerance calibrated at export)")
+          ->check(finite_at_least(0));
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
   cmd->add_flag("--trace", *trace,
@@ -150,6 +240,8 @@ void add_verify(CLI::App& app, Action& action) {
       note_if_unchecked(*path, a.tensors.checksummed);
       const ts::json& g = a.program.golden;
       if (!g.contains("steps")) ts::fail(*path + ": the artifact has no golden trace");
+      const Tolerance tol_of(a, tol_opt->count() ? std::optional<double>(*tol) : std::nullopt);
+      std::printf("verify: %s\n", tol_of.describe().c_str());
       std::string failed;
       if (*trace) {
         std::string t = trace_step0(a, *tol, sopts->threads, *quiet);
@@ -163,14 +255,18 @@ void add_verify(CLI::App& app, Action& action) {
       int n_in = 0;
       for (const auto& p : tf.inputs) n_in += p.role == "input";
 
-      auto check = [&](const std::string& name, const ts::Tensor& got, const ts::Tensor& want) {
-        Diff d = compare(got, want, name);
-        bool ok = within(d, *tol);
+      // name: what the line says; key: the value's calibration key.
+      auto check = [&](const std::string& name, const std::string& key, const ts::Tensor& got,
+                       const ts::Tensor& want, const ts::Tensor* base = nullptr,
+                       double min_scale = 0) {
+        Diff d = compare(got, want, name, base, min_scale);
+        const double t = tol_of(key, want.dtype);
+        bool ok = within(d, t);
         if (!ok && failed.empty()) failed = name;
         if (!ok || !*quiet)
-          std::printf("  %-44s max_abs %.3e  of_scale %.3e  max_rel %.3e  %s\n", name.c_str(),
-                      d.max_abs, d.max_abs / std::max(d.scale, 1e-12), d.max_rel,
-                      ok ? "ok" : "MISMATCH");
+          std::printf("  %-44s max_abs %.3e  of_scale %.3e  tol %.1e  max_rel %.3e  %s\n",
+                      name.c_str(), d.max_abs, d.max_abs / std::max(d.scale, 1e-12), t,
+                      d.max_rel, ok ? "ok" : "MISMATCH");
       };
       auto batch = [&](const std::string& prefix, std::vector<ts::Tensor>& xs) {
         xs.clear();
@@ -178,7 +274,25 @@ void add_verify(CLI::App& app, Action& action) {
           xs.push_back(a.tensor(prefix + "/input" + std::to_string(i)).view);
         return a.tensor(prefix + "/target").view;
       };
+      // The first step's update of each state tensor, at the update's own
+      // scale: a wrong optimizer rule shows here even where the trajectory
+      // of several steps is too sensitive to check tightly. (Artifacts from
+      // before calibration have no golden/after0.)
+      auto check_update = [&](const std::string& tag) {
+        for (const auto& n : s->state_names()) {
+          const ts::HostTensor* want = a.tensors.find("golden/after0/" + n);
+          if (want)
+            check(tag + "update " + n, "delta/" + n, s->state(n), want->view,
+                  &a.tensor("state/" + n).view);
+        }
+      };
       const ts::Tensor& losses = a.tensor("golden/loss").view;
+      // Each loss at the scale of the whole series: a loss that falls near 0
+      // is a difference of large terms (log-sum-exp minus the true logit),
+      // exact only to their rounding.
+      double loss_scale = 0;
+      for (int64_t k = 0; k < losses.numel(); ++k)
+        loss_scale = std::max(loss_scale, std::fabs(double(losses.as<float>()[k])));
       std::vector<ts::Tensor> xs;
       // The whole step (train_step); then, if the artifact has them, the
       // same steps split into grad_step + apply_grads, whose gradients of
@@ -195,21 +309,27 @@ void add_verify(CLI::App& app, Action& action) {
           float loss = split ? s->grad_step(xs, y) : s->train_step(xs, y);
           ts::Tensor got{ts::DType::F32, {}, &loss};
           ts::Tensor want{ts::DType::F32, {}, losses.as<float>() + k};
-          check(tag + "loss[step " + std::to_string(k) + "]", got, want);
+          check(tag + "loss[step " + std::to_string(k) + "]", "loss/" + std::to_string(k), got,
+                want, nullptr, loss_scale);
           if (split && k == 0)
             for (const auto& n : s->grad_names())
-              check("grad " + n, s->grad(n), a.tensor("golden/grad/" + n).view);
+              check("grad " + n, "grad/" + n, s->grad(n), a.tensor("golden/grad/" + n).view);
           if (split) s->apply_grads();
+          if (k == 0) check_update(tag);
         }
         for (const auto& n : s->state_names())
-          check(tag + "state " + n, s->state(n), a.tensor("golden/final/" + n).view);
+          check(tag + "state " + n, "state/" + n, s->state(n),
+                a.tensor("golden/final/" + n).view);
       }
       ts::Tensor y = batch("golden/step0", xs);
       s->eval_step(xs, y);
-      for (int i = 0; i < s->eval_output_count(); ++i)
-        check("eval " + s->eval_output_name(i), s->eval_output(i),
-              a.tensor("golden/eval/output" + std::to_string(i)).view);
-      check("eval sample_loss", s->eval_sample_loss(), a.tensor("golden/eval/sample_loss").view);
+      for (int i = 0; i < s->eval_output_count(); ++i) {
+        const std::string o = "output" + std::to_string(i);
+        check("eval " + s->eval_output_name(i), "eval/" + o, s->eval_output(i),
+              a.tensor("golden/eval/" + o).view);
+      }
+      check("eval sample_loss", "eval/sample_loss", s->eval_sample_loss(),
+            a.tensor("golden/eval/sample_loss").view);
       if (!failed.empty()) {
         std::printf("verify: FAILED %s\n", failed.c_str());
         return exit_code::kMismatch;

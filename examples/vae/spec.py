@@ -2,11 +2,12 @@
 encoder, 20-400-784 decoder, ReLU, sigmoid output, reparameterisation with
 randn_like (drawn from trainstep's Philox RNG, so eager and C++ sample the
 same noise), loss = binary cross-entropy (reduction='sum') + KL divergence.
-Adam(lr=1e-3), batch 128. One difference: in eval mode the latent is the
-mean (z = mu), since the eval step has no RNG inputs; the test loss is then
-BCE(decode(mu)) + KL, a deterministic stand-in for the negative ELBO.
-forward returns the example's tuple (recon, mu, logvar); the eval step's
-outputs are output/0, output/1 and output/2.
+Adam(lr=1e-3), batch 128. As in the example, it samples in eval mode too:
+the eval step draws from the eval stream (docs/format.md, "Random
+numbers"), the same draws on every evaluation pass, so the test loss is a
+one-sample estimate of the negative ELBO. forward returns the example's
+tuple (recon, mu, logvar); the eval step's outputs are output/0, output/1
+and output/2.
 
 The model reconstructs its input: the target is the image itself, pixels in
 [0, 1] as the example's transforms.ToTensor() gives them. Train with
@@ -34,8 +35,6 @@ class VAE(nn.Module):
         return self.fc21(h1), self.fc22(h1)
 
     def reparameterize(self, mu, logvar):
-        if not self.training:  # evaluation decodes the mean (no RNG in eval_step)
-            return mu
         std = torch.exp(0.5 * logvar)
         eps = torch.randn_like(std)
         return mu + eps * std

@@ -95,8 +95,13 @@ class Session {
   // checkpoints), and whether the last train_step / apply_grads was one.
   int64_t skipped_steps() const { return skipped_; }
   bool last_step_skipped() const { return last_skipped_; }
-  // One eval step (model.eval()); read the results below.
+  // One eval step (model.eval()); read the results below. A model that
+  // samples in eval mode draws from the eval stream at eval_offset(), which
+  // each eval_step advances by one; set it to 0 before an evaluation pass
+  // for the same draws every pass.
   void eval_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  void set_eval_offset(int64_t o) { eval_offset_ = o; }
+  int64_t eval_offset() const { return eval_offset_; }
   const Tensor& eval_output() const;       // the model's (first) output tensor
   // Every output tensor of the model, in order, with its path in the
   // model's output structure: "output" for a lone tensor, "output/0",
@@ -163,6 +168,8 @@ class Session {
   // After an optimizer step whose results failed the check: throws (Stop)
   // or counts the skip (Skip), keeping the state. The step counter advances.
   void on_nonfinite(const std::string& what);
+  // Writes lr_ into the LR input, in its dtype (float32 or float64).
+  void set_lr_input();
 
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;
@@ -170,9 +177,9 @@ class Session {
   std::map<std::string, HostTensor> state_;
   std::unique_ptr<Function> train_fn_, eval_fn_;  // optimised copies the executors run
   std::unique_ptr<Executor> train_, eval_;
-  HostTensor lr_t_, seed_t_, step_t_;
+  HostTensor lr_t_, seed_t_, step_t_, eval_offset_t_;
   double lr_ = 0;
-  int64_t seed_ = 0, step_ = 0, skipped_ = 0;
+  int64_t seed_ = 0, step_ = 0, skipped_ = 0, eval_offset_ = 0;
   bool last_skipped_ = false;
   bool skip_pending_ = false;  // a micro-batch since the last apply was not finite
   // Signature slots, resolved once.

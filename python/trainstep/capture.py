@@ -16,7 +16,7 @@ import torch
 
 from . import capture_errors
 from . import optim as ts_optim
-from . import patches, provenance, pytree, rng, rnn
+from . import patches, provenance, pytree, rng, rnn, views
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -200,9 +200,19 @@ def _grad_ports(names, tensors, inputs):
     return [dict(role="grad", state=n) for n in names]
 
 
-def _runtime_inputs(lr=None, rng_=True):
+def lr_dtype(params):
+    """The lr input's dtype: float64 when a trained parameter is float64 (a
+    float32 LR would round the update that torch makes with a Python
+    float), else float32. A 0-d tensor, so it does not promote float32
+    parameters."""
+    if any(t.dtype == torch.float64 for t in params.values()):
+        return torch.float64
+    return torch.float32
+
+
+def _runtime_inputs(lr=None, rng_=True, lr_dtype=torch.float32):
     """Ports and example values of the lr (when lr is a number) and RNG inputs."""
-    lr_t = torch.tensor(lr if lr is not None else 0.0, dtype=torch.float32)
+    lr_t = torch.tensor(lr if lr is not None else 0.0, dtype=lr_dtype)
     z = torch.tensor(0, dtype=torch.int64)
     ports, example = [], []
     if lr is not None:
@@ -237,7 +247,7 @@ def capture_train(parts):
                 *[new_s[n] for n in snames])
 
     st = {**p.params, **p.frozen, **p.buffers, **p.opt_state}
-    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr)
+    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr, lr_dtype=lr_dtype(p.params))
     sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(fnames, "frozen", st)
               + _state_inputs(bnames, "buffer", st) + _state_inputs(snames, "optim", st)
               + rt_ports + _data_inputs(p))
@@ -297,16 +307,31 @@ def capture_apply(parts):
         new_p, new_s = p.apply(params, grads, ostate, lr_)
         return (*[new_p[n] for n in p.pnames], *[new_s[n] for n in snames])
 
-    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr, rng_=False)
+    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr, rng_=False, lr_dtype=lr_dtype(p.params))
     sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(snames, "optim", st)
               + rt_ports + _grad_ports(p.pnames, st, True))
     sig_out = ([dict(role="state", state=n) for n in p.pnames]
                + [dict(role="state", state=n) for n in snames])
     g = torch.Generator().manual_seed(0)
-    grads = [torch.randn(st[n].shape, generator=g) for n in p.pnames]
+    grads = [torch.randn(st[n].shape, generator=g, dtype=st[n].dtype) for n in p.pnames]
     example = [st[n] for n in p.pnames + snames] + rt_example + grads
     gm = _trace(step, example)
     return Captured(gm, Signature(sig_in, sig_out), example)
+
+
+def _drop_unused_inputs(gm, sig_in, example, roles):
+    """Removes the graph's placeholders of these roles that nothing reads,
+    with their signature ports and example values."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    keep = []
+    for node, port in zip(placeholders, sig_in):
+        unused = port["role"] in roles and not node.users
+        if unused:
+            gm.graph.erase_node(node)
+        keep.append(not unused)
+    gm.recompile()
+    return ([p for p, k in zip(sig_in, keep) if k],
+            [x for x, k in zip(example, keep) if k])
 
 
 def _data_inputs(p):
@@ -335,10 +360,14 @@ def capture_eval(parts):
     def step(*flat):
         it = iter(flat)
         state = {n: next(it) for n in names}
+        seed_, offset_ = next(it), next(it)
         inputs = [next(it) for _ in range(n_in)]
         target = next(it)
-        out = p.call_model({n: state[n] for n in pn}, {n: state[n] for n in fn},
-                           {n: state[n] for n in bn}, inputs)
+        # A model that samples in eval mode (a VAE's reparameterisation)
+        # draws from the eval stream; most draw nothing, and lose the ports.
+        with rng.stream(seed_, offset_, key_base=rng.EVAL_KEY_BASE):
+            out = p.call_model({n: state[n] for n in pn}, {n: state[n] for n in fn},
+                               {n: state[n] for n in bn}, inputs)
         try:
             leaves, seen["structure"] = pytree.flatten(out)
         except TypeError as e:
@@ -348,11 +377,13 @@ def capture_eval(parts):
         losses = vmap(per_sample_loss)(target, *leaves)
         return (*leaves, losses)
 
+    rt_ports, rt_example = _runtime_inputs()
     sig_in = [dict(name=f"state/{n}", role="state", state=n, kind=kinds[n], **tensor_meta(st[n]))
-              for n in names] + _data_inputs(p)
-    example = [st[n] for n in names] + p.inputs + [p.target]
+              for n in names] + rt_ports + _data_inputs(p)
+    example = [st[n] for n in names] + rt_example + p.inputs + [p.target]
     with _mode(p.model, False), provenance.recording(p.model):
         gm = _trace(step, example)
+    sig_in, example = _drop_unused_inputs(gm, sig_in, example, {"rng_seed", "rng_offset"})
     sig_out = [dict(role="output", index=i, name=name)
                for i, name in enumerate(seen["structure"].names)]
     sig_out.append(dict(role="sample_loss"))
@@ -387,6 +418,7 @@ def _trace(fn, example):
         # aten graph functionalizes what they left.
         gm = make_fx(functionalize(gm))(*[t.detach().clone() for t in example])
     _clean(gm)
+    views.densify(gm, example)
     return gm
 
 
@@ -398,13 +430,19 @@ _FROM_METADATA = {"aten.new_zeros.default": 0, "aten.new_ones.default": 1,
                   "aten.empty_like.default": 0, "aten.full_like.default": ("arg", 1)}
 
 
+# What tracing wraps a Python number in when the code writes it into a tensor.
+_LIFTED = {"aten.alias.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default"}
+
+
 def _constants(gm):
     """Tensors the step reached outside its inputs become graph constants
     (get_attr). The usual one is `weight = next(self.parameters());
     weight.new_zeros(...)` (pytorch/examples' init_hidden): the parameter is
     used only for its dtype, so those uses become full(size, value). Any
     other use is refused with the source line: a parameter read that way
-    would get no gradient, and a plain tensor attribute is not state."""
+    would get no gradient, and a plain tensor attribute is not state. A
+    lifted 0-d constant is a Python number written into a tensor, and
+    becomes full([], value)."""
     g = gm.graph
     for c in [n for n in g.nodes if n.op == "get_attr"]:
         for u in list(c.users):
@@ -422,6 +460,16 @@ def _constants(gm):
             g.erase_node(c)
             continue
         t = getattr(gm, c.target)
+        if t.dim() == 0 and all(str(u.target) in _LIFTED for u in c.users):
+            # A Python number the code stored into a tensor (swin's
+            # `attn_mask[h, w] = count`, traced as a lifted 0-d constant): a
+            # value, not state.
+            with g.inserting_before(c):
+                new = g.call_function(torch.ops.aten.full.default, ([], t.item()),
+                                      {"dtype": t.dtype})
+            c.replace_all_uses_with(new)
+            g.erase_node(c)
+            continue
         use = next(iter(c.users))
         src = provenance.of_node(use)
         where = f"{src['file']}:{src['line']}" if "file" in src else None

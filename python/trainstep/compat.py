@@ -27,6 +27,19 @@ KEEP = {"aten.native_layer_norm_backward.default",
         "aten._log_softmax.default", "aten._log_softmax_backward_data.default",
         "aten._to_copy.default",
         "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"}
+# - padding and upsampling: one gather (scatter-add backward) kernel each,
+#   where 2.x's decompositions index with broadcast index tensors and 1.13
+#   keeps some whole; keeping them makes both torches emit the same ops.
+KEEP |= {f"aten.{op}.{o}" for op in
+         ("reflection_pad1d", "reflection_pad2d", "replication_pad1d", "replication_pad2d",
+          "reflection_pad1d_backward", "reflection_pad2d_backward",
+          "replication_pad1d_backward", "replication_pad2d_backward",
+          "upsample_nearest2d", "upsample_nearest2d_backward",
+          "upsample_bilinear2d", "upsample_bilinear2d_backward")
+         for o in ("default", "vec")}
+# - adaptive average pooling: one kernel each way; 1.13 decomposes sizes that
+#   do not divide into aten.index with broadcast index tensors.
+KEEP |= {"aten._adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d_backward.default"}
 
 
 @contextlib.contextmanager
@@ -53,6 +66,11 @@ def decomposition_table():
         table = {k: v for k, v in D.decomposition_table.items()
                  if getattr(v, "__module__", "") == "torch._decomp.decompositions"}
     table = {k: v for k, v in table.items() if str(k) not in KEEP}
+    # Ops the runtime cannot run whole whose torch decomposition 2.x keeps
+    # out of the core table (1.13's table has them).
+    for op in (torch.ops.aten.native_group_norm.default,):
+        if op in D.decomposition_table:
+            table.setdefault(op, D.decomposition_table[op])
     table[torch.ops.aten.embedding.default] = _embedding
     table[torch.ops.aten.baddbmm.default] = _baddbmm
     # Ops the runtime cannot run whole that one torch's table leaves whole
@@ -71,7 +89,13 @@ def _fallbacks():
     ours = {A.pixel_shuffle.default: _pixel_shuffle, A.pixel_unshuffle.default: _pixel_unshuffle,
             A.elu.default: _elu, A.celu.default: _celu, A.leaky_relu.default: _leaky_relu,
             A.hardtanh.default: _hardtanh, A.softplus.default: _softplus, A.mish.default: _mish,
-            A.sgn.default: _sgn}
+            A.sgn.default: _sgn, A.select_scatter.default: _select_scatter,
+            A.ones.default: _ones, A.triu.default: _triu, A.tril.default: _tril,
+            A.fill.Tensor: _fill_tensor, A.zero.default: _zero, A.new_empty.default: _new_empty,
+            A.roll.default: _roll, A.index.Tensor: _index,
+            A.as_strided_scatter.default: _as_strided_scatter,
+            A.var_mean.correction: _var_mean,
+            A.var.correction: _var}
     if hasattr(A, "prelu_backward"):  # 1.13's prelu backward op; 2.x decomposes prelu itself
         ours[A.prelu.default] = _prelu
         ours[A.prelu_backward.default] = _prelu_backward
@@ -122,6 +146,109 @@ def _prelu_backward(grad, x, weight):
     else:
         gw = gw.sum(dim=[d for d in range(x.dim()) if d != 1]).reshape(weight.shape)
     return gx, gw
+
+
+def _ones(size, dtype=None, layout=None, device=None, pin_memory=None):
+    return torch.full(size, 1, dtype=dtype or torch.get_default_dtype())
+
+
+def _zero(x):
+    return torch.zeros_like(x)
+
+
+def _new_empty(x, size, dtype=None, layout=None, device=None, pin_memory=None):
+    """Zeros: the runtime has no uninitialised memory to hand out."""
+    return x.new_zeros(size, dtype=dtype or x.dtype)
+
+
+def _roll(x, shifts, dims=()):
+    """torch.roll as slices and a cat per dim (Swin's shifted windows)."""
+    if not dims:
+        return _roll(x.reshape(-1), shifts, [0]).reshape(x.shape)
+    for shift, dim in zip(shifts, dims):
+        n = x.shape[dim]
+        k = shift % n if n else 0
+        if k:
+            x = torch.cat([x.narrow(dim, n - k, k), x.narrow(dim, 0, n - k)], dim)
+    return x
+
+
+def _index(x, indices):
+    """x[..., idx_0, idx_1, ...] for index tensors on adjacent dims (None
+    before them: a full slice), as one index_select of the merged dims by
+    the linearised index; anything else stays aten.index (unsupported)."""
+    first = next((i for i, t in enumerate(indices) if t is not None), None)
+    tensors = [t for t in indices if t is not None]
+    count = len(tensors)
+    if first is None or any(t is None for t in indices[first:]) or             any(t.dtype in (torch.bool, torch.uint8) for t in tensors):
+        return NotImplemented
+    idx = torch.broadcast_tensors(*tensors) if count > 1 else tensors
+    dims = x.shape[first:first + count]
+    flat = torch.zeros_like(idx[0])
+    for t, d in zip(idx, dims):
+        flat = flat * d + torch.where(t < 0, t + d, t)
+    merged = x.reshape(*x.shape[:first], -1, *x.shape[first + count:]) if count > 1 else x
+    out = merged.index_select(first, flat.reshape(-1))
+    return out.reshape(*x.shape[:first], *idx[0].shape, *x.shape[first + count:])
+
+
+def _as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """x with its as_strided(size, stride, offset) view replaced by src, as an
+    index_put into the flattened x (functionalize's form of writing into a
+    view); for a contiguous x, whose storage is its own order."""
+    if not x.is_contiguous() or x.storage_offset() != 0:
+        return NotImplemented
+    ids = torch.arange(x.numel())
+    pos = ids.as_strided(size, stride, storage_offset or 0).clone().reshape(-1)
+    out = x.reshape(-1).index_put([pos], src.to(x.dtype).reshape(-1))
+    return out.reshape(x.shape)
+
+
+def _fill_tensor(x, value):
+    """x's shape filled with the 0-d value (`t[s] = number` on 1.13)."""
+    return value.to(x.dtype).expand(x.shape).clone()
+
+
+def _band(x, diagonal, upper):
+    """x where column - row >= diagonal (triu) or <= diagonal (tril), else 0."""
+    rows = torch.arange(x.shape[-2]).unsqueeze(1)
+    cols = torch.arange(x.shape[-1])
+    keep = (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+    return torch.where(keep, x, torch.zeros_like(x))
+
+
+def _triu(x, diagonal=0):
+    """A causal mask's op (torch.ones(T, T).triu(1))."""
+    return _band(x, diagonal, True)
+
+
+def _tril(x, diagonal=0):
+    return _band(x, diagonal, False)
+
+
+def _select_scatter(x, src, dim, index):
+    """x with x.select(dim, index) replaced by src: select's backward (1.13
+    leaves it whole), as slice_scatter of src with dim put back."""
+    dim = dim % x.dim()
+    index = index % x.shape[dim]
+    return torch.ops.aten.slice_scatter.default(x, src.unsqueeze(dim), dim, index, index + 1, 1)
+
+
+def _var(x, dim=None, correction=None, keepdim=False):
+    """sum((x - mean)^2) / (N - correction) over dim (None: all), as two
+    passes (2.x's own decomposition lowers to prims.var)."""
+    return _var_mean(x, dim, correction=correction, keepdim=keepdim)[0]
+
+
+def _var_mean(x, dim=None, correction=None, keepdim=False):
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    mean = x.mean(dim=dims, keepdim=True)
+    c = 1 if correction is None else correction
+    var = ((x - mean) ** 2).sum(dim=dims, keepdim=keepdim) / max(n - c, 0)
+    return var, (mean if keepdim else mean.reshape(var.shape))
 
 
 def _sgn(x):

@@ -115,7 +115,7 @@ def trace_tensors(parts, train, gmeta, gtensors):
     """"trace/train_step/<value>": the captured train graph's value at every
     node, run in torch on golden step 0's inputs (docs/format.md)."""
     state = parts.state()
-    scalars = {"lr": torch.tensor(gmeta["lr"], dtype=torch.float32),
+    scalars = {"lr": torch.tensor(gmeta["lr"], dtype=capture.lr_dtype(parts.params)),
                "rng_seed": torch.tensor(gmeta["seed"], dtype=torch.int64),
                "rng_offset": torch.tensor(gmeta["offset"], dtype=torch.int64)}
     flat = []
@@ -133,7 +133,7 @@ def trace_tensors(parts, train, gmeta, gtensors):
 
 
 def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
-           trace_values=False):
+           trace_values=False, calibration_rounds=golden.ROUNDS):
     if ops is None:  # first: a missing or mismatched binary fails before the work
         ops = supported_ops()
     spec = load_spec(spec_path)
@@ -153,7 +153,8 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
     check_ops(functions, ops)
 
     steps = golden_steps if golden_steps is not None else spec.golden_steps
-    gmeta, gtensors = golden.record(parts, steps=steps, seed=seed, grads=grads)
+    gmeta, gtensors = golden.record(parts, steps=steps, seed=seed, grads=grads,
+                                    rounds=calibration_rounds)
     state = parts.state()
     program = {
         "format": "trainstep",
@@ -194,14 +195,21 @@ def main(argv=None):
                          "gradients by name)")
     ap.add_argument("--trace-values", action="store_true",
                     help="record every train_step node's eager value on golden step 0 (verify --trace)")
+    ap.add_argument("--calibration-rounds", type=int, default=golden.ROUNDS, metavar="N",
+                    help="eager reruns of the golden steps with one rounding of noise on the "
+                         f"gradients and on the parameters, N of each (default {golden.ROUNDS}), "
+                         "whose spread sets verify's tolerance per value; 0: no calibration "
+                         "(verify then uses its fixed default)")
     ap.add_argument("--debug", action="store_true",
                     help="on an error, also print the full Python traceback")
     a = ap.parse_args(argv)
 
     def body():
         cli_errors.check_output(a.out)
+        if a.calibration_rounds < 0:
+            raise ExportError("--calibration-rounds must be 0 or more")
         program = export(a.spec, a.out, a.golden_steps, a.seed, grads=a.grads or None,
-                         trace_values=a.trace_values)
+                         trace_values=a.trace_values, calibration_rounds=a.calibration_rounds)
         hist = collections.Counter(n["op"] for n in program["functions"]["train_step"]["nodes"])
         print(f"exported {a.out}: {program['name']}, train_step {sum(hist.values())} nodes, "
               f"{len(hist)} distinct ops, {len(program['state'])} state tensors")

@@ -3,6 +3,16 @@ torch.optim optimizer and the trainstep RNG, recorded for `trainstep verify`.
 
 It is an independent oracle for the captured graph: eager autograd and
 torch.optim, not our functional rewrite, produce the expected numbers.
+
+It also calibrates verify's tolerance: the same eager steps are rerun with
+noise of one rounding (the dtype's epsilon relative to each tensor's largest
+magnitude) on the gradients or on the initial parameters, as a different
+summation order adds. How far eager then moves from itself, per compared
+value, is the "spread"; verify allows FACTOR times it, never less than the
+dtype's FLOOR. A reimplementation cannot match eager more closely than eager
+matches itself, and a wrong rule (an optimizer update off by a percent)
+still shows in the first step's update, whose spread stays small even where
+several steps of ReLU or max-pool ties grow.
 """
 import copy
 
@@ -10,6 +20,14 @@ import torch
 
 from . import optim as ts_optim
 from . import pytree, rng
+
+FACTOR = 10.0
+FLOOR = {"float32": 1e-4, "float64": 1e-9}
+NOISE = ("grads", "params")  # one trial of each per round
+ROUNDS = 2
+# A value whose noisy runs differ by its whole scale (or go non-finite) is
+# chaotic: its check is then only as strict as FACTOR x its scale.
+MAX_SPREAD = 1.0
 
 
 def make_batches(parts, steps, seed):
@@ -34,20 +52,42 @@ def eager_copy(parts):
     return copy.deepcopy((spec.model, spec.optimizer))
 
 
-def record(parts, steps=3, seed=0, grads=False):
-    """K eager steps. grads: also record step 0's gradients (before
-    clipping) as golden/grad/<param>."""
+def _jitter(t, gen):
+    """t plus one rounding's worth of noise at its largest magnitude."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return t
+    eps = torch.finfo(t.dtype).eps
+    return t + eps * t.detach().abs().max() * torch.randn(t.shape, generator=gen, dtype=t.dtype)
+
+
+def _state(parts, model, opt, step):
+    """Every state tensor verify compares, by state name, as eager has it."""
+    out = {n: t.detach().clone() for n, t in model.named_parameters()}
+    out.update({n: t.detach().clone() for n, t in model.named_buffers()})
+    out.update(parts.opt.state_from_torch(opt, dict(model.named_parameters())))
+    out[ts_optim.STEP] = torch.tensor(float(step))
+    return out
+
+
+def _run(parts, batches, seed, grads, noise=None, gen=None):
+    """The golden steps in eager PyTorch, then eval on step 0's batch.
+    Returns {key: tensor} for every value verify compares:
+      loss/K, grad/P (step 0, before clipping; when grads), after0/S (state
+      after step 0) and delta/S (after0/S minus the start), state/S
+      (final), eval/outputI, eval/sample_loss.
+    noise "grads" or "params" adds _jitter there (drawn from gen)."""
     spec = parts.spec
     model, opt = eager_copy(parts)
     model.train()
+    if noise == "params":
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(_jitter(p, gen))
     opt_params = [p for g in opt.param_groups for p in g["params"]]
     step0 = int(parts.opt_state[ts_optim.STEP])
-    batches = make_batches(parts, steps, seed)
-    tensors, losses = {}, []
+    init = _state(parts, model, opt, step0)
+    obs = {}
     for k, (xs, y) in enumerate(batches):
-        for i, x in enumerate(xs):
-            tensors[f"golden/step{k}/input{i}"] = x
-        tensors[f"golden/step{k}/target"] = y
         with rng.stream(torch.tensor(seed), torch.tensor(step0 + k)):
             opt.zero_grad()
             loss = spec.loss_fn(model(*xs), y)
@@ -55,30 +95,90 @@ def record(parts, steps=3, seed=0, grads=False):
         if grads and k == 0:
             named = dict(model.named_parameters())
             for n in parts.pnames:
-                tensors[f"golden/grad/{n}"] = named[n].grad.detach().clone()
+                obs[f"grad/{n}"] = named[n].grad.detach().clone()
+        if noise == "grads":
+            for p in opt_params:
+                if p.grad is not None:
+                    p.grad.copy_(_jitter(p.grad, gen))
         if parts.clip is not None:
             torch.nn.utils.clip_grad_norm_(opt_params, *parts.clip)
         opt.step()
-        losses.append(loss.detach().reshape(()))
-    tensors["golden/loss"] = torch.stack(losses)
-    final = {n: t.detach() for n, t in model.named_parameters()}
-    final.update({n: t.detach() for n, t in model.named_buffers()})
-    ostate = parts.opt.state_from_torch(opt, dict(model.named_parameters()))
-    ostate[ts_optim.STEP] = torch.tensor(float(step0 + steps))
-    final.update(ostate)
-    for n, t in final.items():
-        tensors[f"golden/final/{n}"] = t.clone()
+        obs[f"loss/{k}"] = loss.detach().reshape(())
+        if k == 0:
+            # The first step's update, which verify checks against its own
+            # scale (a state's scale would hide it).
+            for n, t in _state(parts, model, opt, step0 + 1).items():
+                obs[f"after0/{n}"] = t
+                obs[f"delta/{n}"] = t.double() - init[n].double()
+    for n, t in _state(parts, model, opt, step0 + len(batches)).items():
+        obs[f"state/{n}"] = t
 
-    # Eval on step 0's batch with the trained weights, per-sample loss.
     model.eval()
-    with torch.no_grad():
+    # The first eval batch: eval offset 0 (the C++ session counts eval
+    # batches from 0).
+    with torch.no_grad(), rng.stream(torch.tensor(seed), torch.tensor(0), rng.EVAL_KEY_BASE):
         xs, y = batches[0]
         out = model(*xs)
         leaves, structure = pytree.flatten(out)
         per = torch.stack([spec.loss_fn(structure.build([o[i:i + 1] for o in leaves]), y[i:i + 1])
                            for i in range(y.shape[0])])
     for i, o in enumerate(leaves):
-        tensors[f"golden/eval/output{i}"] = o
-    tensors["golden/eval/sample_loss"] = per
-    meta = {"steps": steps, "seed": seed, "offset": step0, "lr": parts.opt.base_lr}
+        obs[f"eval/output{i}"] = o
+    obs["eval/sample_loss"] = per
+    return obs
+
+
+def _relative(a, b, scale=0.0):
+    """max |a - b| over max(max |b|, scale), as verify measures it."""
+    a, b = a.double(), b.double()
+    if a.numel() == 0:
+        return 0.0
+    d = (a - b).abs()
+    if not bool(torch.isfinite(d).all()):
+        return MAX_SPREAD
+    return min(MAX_SPREAD, float(d.max() / max(float(b.abs().max()), scale, 1e-12)))
+
+
+def calibrate(parts, batches, seed, grads, base, rounds):
+    """{key: spread}: each compared value's largest difference, relative to
+    its largest magnitude, over `rounds` runs of each NOISE kind."""
+    spread = {k: 0.0 for k in base if not k.startswith("after0/")}
+    # losses at the scale of the whole series, as verify compares them
+    loss_scale = max(float(v.abs()) for k, v in base.items() if k.startswith("loss/"))
+    for r in range(rounds):
+        for i, kind in enumerate(NOISE):
+            got = _run(parts, batches, seed, grads, kind, torch.Generator().manual_seed(1000 * r + i))
+            for key in spread:
+                scale = loss_scale if key.startswith("loss/") else 0.0
+                spread[key] = max(spread[key], _relative(got[key], base[key], scale))
+    return spread
+
+
+def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
+    """K eager steps, and (rounds > 0) verify's calibration.
+    grads: also record step 0's gradients (before clipping) as
+    golden/grad/<param>."""
+    batches = make_batches(parts, steps, seed)
+    obs = _run(parts, batches, seed, grads)
+    tensors = {}
+    for k, (xs, y) in enumerate(batches):
+        for i, x in enumerate(xs):
+            tensors[f"golden/step{k}/input{i}"] = x
+        tensors[f"golden/step{k}/target"] = y
+    # float32 whatever the model's dtype: train_step returns the loss as a float.
+    tensors["golden/loss"] = torch.stack([obs[f"loss/{k}"] for k in range(steps)]).float()
+    for key, t in obs.items():
+        kind, name = key.split("/", 1)
+        if kind in ("grad", "after0"):  # delta/ is verify's to compute
+            tensors[f"golden/{kind}/{name}"] = t
+        elif kind == "state":
+            tensors[f"golden/final/{name}"] = t
+        elif kind == "eval":
+            tensors[f"golden/eval/{name}"] = t
+    meta = {"steps": steps, "seed": seed, "offset": int(parts.opt_state[ts_optim.STEP]),
+            "lr": parts.opt.base_lr}
+    if rounds > 0:
+        spread = calibrate(parts, batches, seed, grads, obs, rounds)
+        meta["calibration"] = {"factor": FACTOR, "floor": FLOOR, "rounds": rounds,
+                               "noise": list(NOISE), "spread": spread}
     return meta, tensors

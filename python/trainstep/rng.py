@@ -88,13 +88,20 @@ class _State(threading.local):
 _state = _State()
 
 
+# The eval step's draws (a VAE sampling in eval mode) take keys from here
+# up, so they never repeat a training step's draws at the same offset; the
+# eval offset counts eval batches (docs/format.md, "Random numbers").
+EVAL_KEY_BASE = 1 << 31
+
+
 @contextlib.contextmanager
-def stream(seed, offset):
-    """Within this block, dropout and friends draw from Philox(seed, offset).
+def stream(seed, offset, key_base=0):
+    """Within this block, dropout and friends draw from Philox(seed, offset),
+    with keys key_base, key_base + 1, ... in call order.
 
     seed and offset are int64 0-d tensors (graph inputs when tracing)."""
     prev = (_state.active, _state.seed, _state.offset, _state.key)
-    _state.active, _state.seed, _state.offset, _state.key = True, seed, offset, 0
+    _state.active, _state.seed, _state.offset, _state.key = True, seed, offset, key_base
     try:
         with _patched_functions():
             yield
@@ -176,6 +183,33 @@ def _randn_like(x, *args, dtype=None, **kwargs):
     return draw_normal(x.shape).to(dtype or x.dtype)
 
 
+def _sizes(size):
+    """torch.rand(2, 3) and torch.rand((2, 3)) alike."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = size[0]
+    return [int(d) for d in size]
+
+
+def _rand(*size, dtype=None, **kwargs):
+    return draw_uniform(_sizes(size)).to(dtype or torch.get_default_dtype())
+
+
+def _randn(*size, dtype=None, **kwargs):
+    return draw_normal(_sizes(size)).to(dtype or torch.get_default_dtype())
+
+
+def _bernoulli(x, p=None, **kwargs):
+    """torch.bernoulli(probs) (or probability p): 1 where u < p."""
+    prob = x if p is None else p
+    return (draw_uniform(x.shape) < prob).to(x.dtype)
+
+
+def _bernoulli_(self, p=0.5, **kwargs):
+    """Tensor.bernoulli_(p), stochastic depth's mask (torchvision's
+    EfficientNet, ConvNeXt): self filled with draws, as the in-place op."""
+    return self.copy_((draw_uniform(self.shape) < p).to(self.dtype))
+
+
 def _sdpa_on_stream(sdpa):
     """F.scaled_dot_product_attention whose dropout draws from the stream:
     with dropout_p > 0 its math form (attention.py, dropout via F.dropout),
@@ -191,9 +225,12 @@ def _sdpa_on_stream(sdpa):
 @contextlib.contextmanager
 def _patched_functions():
     import torch.nn.functional as F
-    saved = (F.dropout, torch.rand_like, torch.randn_like)
+    saved = (F.dropout, torch.rand_like, torch.randn_like, torch.rand, torch.randn,
+             torch.bernoulli, torch.Tensor.bernoulli_)
     sdpa = attention.original()
-    F.dropout, torch.rand_like, torch.randn_like = dropout, _rand_like, _randn_like
+    (F.dropout, torch.rand_like, torch.randn_like, torch.rand, torch.randn, torch.bernoulli,
+     torch.Tensor.bernoulli_) = (dropout, _rand_like, _randn_like, _rand, _randn, _bernoulli,
+                                 _bernoulli_)
     extra = {"dropout1d": _channel_dropout(1), "dropout2d": _channel_dropout(2),
              "dropout3d": _channel_dropout(3), "alpha_dropout": _alpha(False),
              "feature_alpha_dropout": _alpha(True)}
@@ -207,7 +244,8 @@ def _patched_functions():
         with rnn.layered_dropout(dropout):
             yield
     finally:
-        F.dropout, torch.rand_like, torch.randn_like = saved
+        (F.dropout, torch.rand_like, torch.randn_like, torch.rand, torch.randn, torch.bernoulli,
+         torch.Tensor.bernoulli_) = saved
         for k, v in saved_extra.items():
             setattr(F, k, v)
         if sdpa is not None:

@@ -38,6 +38,27 @@ double element(const Tensor& t, int64_t i) {
   return t.dtype == DType::F64 ? t.as<double>()[i] : t.as<float>()[i];
 }
 
+// The step's loss (float32 or float64, 0-d) as the float train_step returns.
+float loss_value(const Tensor& t) { return static_cast<float>(element(t, 0)); }
+
+// acc = g (first) or acc += g, in the gradients' dtype (float32 or float64).
+template <class T>
+void accumulate(const Tensor& g, Tensor& acc, bool first) {
+  const T* s = g.as<T>();
+  T* a = acc.as<T>();
+  if (first) {
+    std::memcpy(a, s, acc.nbytes());
+    return;
+  }
+  for (int64_t i = 0, n = acc.numel(); i < n; ++i) a[i] += s[i];
+}
+
+template <class T>
+void scale(Tensor& t, T f) {
+  T* a = t.as<T>();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) a[i] *= f;
+}
+
 std::vector<int> slots_of(const Function& f, const char* role) {
   std::vector<int> r;
   for (size_t i = 0; i < f.inputs.size(); ++i)
@@ -105,12 +126,33 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   lr_t_ = HostTensor(DType::F32, {});
   seed_t_ = HostTensor(DType::I64, {});
   step_t_ = HostTensor(DType::I64, {});
+  eval_offset_t_ = HostTensor(DType::I64, {});
 
   train_fn_ = std::make_unique<Function>(p.function("train_step"));
   eval_fn_ = std::make_unique<Function>(p.function("eval_step"));
   optimize(*train_fn_, o.compile);
   optimize(*eval_fn_, o.compile);
   const bool grads = p.functions.count("grad_step") > 0;
+  // The LR input is a 0-d float32, or float64 for a float64 model (the
+  // exporter's capture.lr_dtype); every step function must agree.
+  {
+    const char* lr_fns[] = {"train_step", "apply_step"};
+    bool seen = false;
+    for (const char* name : lr_fns) {
+      if (!p.functions.count(name)) continue;
+      const Function& f = p.function(name);
+      const int i = f.find_input("lr");
+      if (i < 0) continue;
+      const TensorType& t = f.inputs[i].type;
+      if (!t.shape.empty() || (t.dtype != DType::F32 && t.dtype != DType::F64))
+        fail(artifact_->path + ": " + name + "'s lr input is " + t.str() +
+             ", not a 0-d float32 or float64");
+      if (seen && t.dtype != lr_t_.view.dtype)
+        fail(artifact_->path + ": the step functions' lr inputs differ in dtype");
+      if (!seen) lr_t_ = HostTensor(t.dtype, {});
+      seen = true;
+    }
+  }
   if (grads) {
     grad_fn_ = std::make_unique<Function>(p.function("grad_step"));
     apply_fn_ = std::make_unique<Function>(p.function("apply_step"));
@@ -146,6 +188,8 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   eval_ = std::make_unique<Executor>(ef, o.threads, std::move(plans[1]));
   bind_runtime_inputs(*train_);
   bind_runtime_inputs(*eval_);
+  const int eval_rng_offset = ef.find_input("rng_offset");
+  if (eval_rng_offset >= 0) eval_->bind_input(eval_rng_offset, eval_offset_t_.view.data);
   train_inputs_ = slots_of(tf, "input");
   eval_inputs_ = slots_of(ef, "input");
   train_target_ = tf.find_input("target");
@@ -170,10 +214,11 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     const Port& out = gf.outputs[i];
     if (out.role != "grad") continue;
     const StateSpec* ss = p.find_state(out.state);
-    if (!ss || ss->type != out.type || out.type.dtype != DType::F32)
+    if (!ss || ss->type != out.type ||
+        (out.type.dtype != DType::F32 && out.type.dtype != DType::F64))
       fail(artifact_->path + ": grad_step's gradient of '" + out.state +
-           "' is not a float32 tensor shaped like that parameter");
-    grads_.emplace(out.state, HostTensor(DType::F32, out.type.shape));
+           "' is not a float32 or float64 tensor shaped like that parameter");
+    grads_.emplace(out.state, HostTensor(out.type.dtype, out.type.shape));
   }
   grad_ = std::make_unique<Executor>(gf, o.threads, std::move(plans[2]));
   apply_ = std::make_unique<Executor>(af, o.threads, std::move(plans[3]));
@@ -256,14 +301,14 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   check_batch(*train_fn_, inputs, target, train_inputs_, train_target_);
   for (size_t i = 0; i < inputs.size(); ++i) train_->bind_input(train_inputs_[i], inputs[i].data);
   train_->bind_input(train_target_, target.data);
-  *lr_t_.view.as<float>() = static_cast<float>(lr_);
+  set_lr_input();
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_;
   train_->run();
   micro_ = 0;  // a whole step drops gradients accumulated but not applied
   skip_pending_ = false;
   last_skipped_ = false;
-  const float loss = *train_->output(train_loss_).as<float>();
+  const float loss = loss_value(train_->output(train_loss_));
   if (opts_.on_nonfinite != NonFinite::Ignore) {
     std::string bad = find_nonfinite(*train_, train_loss_, train_state_out_);  // "": no allocation
     if (!bad.empty()) {
@@ -274,6 +319,13 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   copy_out_state(*train_, train_state_out_);
   ++step_;
   return loss;
+}
+
+void Session::set_lr_input() {
+  if (lr_t_.view.dtype == DType::F64)
+    *lr_t_.view.as<double>() = lr_;
+  else
+    *lr_t_.view.as<float>() = static_cast<float>(lr_);
 }
 
 void Session::on_nonfinite(const std::string& what) {
@@ -324,7 +376,7 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_ * accumulation_ + micro_;
   grad_->run();
-  const float loss = *grad_->output(grad_loss_).as<float>();
+  const float loss = loss_value(grad_->output(grad_loss_));
   if (micro_ == 0) skip_pending_ = false;
   if (opts_.on_nonfinite != NonFinite::Ignore) {
     std::string bad = find_nonfinite(*grad_, grad_loss_, grad_state_out_);
@@ -341,14 +393,11 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
   }
   copy_out_state(*grad_, grad_state_out_);
   for (auto& [out, acc] : grad_out_) {
-    const float* g = grad_->output(out).as<float>();
-    float* a = acc->as<float>();
-    const int64_t n = acc->numel();
-    if (micro_ == 0) {
-      std::memcpy(a, g, acc->nbytes());
-    } else {
-      for (int64_t i = 0; i < n; ++i) a[i] += g[i];
-    }
+    const Tensor& g = grad_->output(out);
+    if (acc->dtype == DType::F64)
+      accumulate<double>(g, *acc, micro_ == 0);
+    else
+      accumulate<float>(g, *acc, micro_ == 0);
   }
   ++micro_;
   return loss;
@@ -367,13 +416,14 @@ void Session::apply_grads() {
     return;
   }
   if (micro_ > 1) {
-    const float inv = 1.0f / static_cast<float>(micro_);
     for (auto& [name, acc] : grads_) {
-      float* a = acc.view.as<float>();
-      for (int64_t i = 0, n = acc.view.numel(); i < n; ++i) a[i] *= inv;
+      if (acc.view.dtype == DType::F64)
+        scale<double>(acc.view, 1.0 / static_cast<double>(micro_));
+      else
+        scale<float>(acc.view, 1.0f / static_cast<float>(micro_));
     }
   }
-  *lr_t_.view.as<float>() = static_cast<float>(lr_);
+  set_lr_input();
   apply_->run();
   micro_ = 0;
   if (opts_.on_nonfinite != NonFinite::Ignore) {
@@ -459,6 +509,8 @@ void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target)
   check_batch(*eval_fn_, inputs, target, eval_inputs_, eval_target_);
   for (size_t i = 0; i < inputs.size(); ++i) eval_->bind_input(eval_inputs_[i], inputs[i].data);
   eval_->bind_input(eval_target_, target.data);
+  *seed_t_.view.as<int64_t>() = seed_;
+  *eval_offset_t_.view.as<int64_t>() = eval_offset_++;
   eval_->run();
 }
 

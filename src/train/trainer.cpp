@@ -49,6 +49,7 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   r.has_accuracy = yt.dtype == DType::I64;
   const int64_t labels_per_row = yt.numel() / s.batch_size();
   double loss_sum = 0;
+  s.set_eval_offset(0);  // a model that samples in eval mode draws the same each pass
   for (int64_t b = 0; b < data.padded_batches(); ++b) {
     pf->next();
     const int64_t real = pf->real();

@@ -168,3 +168,13 @@ def test_the_line_is_in_the_model_file(tmp_path):
     p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
     line = _one_line_error(p, "data-dependent control flow", prefix="trainstep export: ")
     assert f"{model}:{_line_of(text, 'if x.sum() > 0:')}: " in line, line
+
+
+def test_zero_dim_tensor_attribute_is_still_refused(tmp_path):
+    """A 0-d tensor attribute is state the user may change: refused like any
+    other (a Python number written into a tensor is a value: see
+    tests/python/specs/real/window_mask.py)."""
+    _export_error(tmp_path, _spec(init="self.scale = torch.tensor(2.0)",
+                                  body="x = x * self.scale"),
+                  "neither an input, a parameter nor a buffer", "shape [], float32",
+                  at="x = x * self.scale")

@@ -10,6 +10,16 @@ Patterns covered (issue 13's table):
   channel_dropout     nn.Dropout2d/Dropout1d/AlphaDropout on the Philox stream
   activations         LeakyReLU, PReLU, ELU, SELU, CELU, Softplus, Mish, SiLU,
                       Hardtanh, ReLU6, Softsign, Tanhshrink, LogSigmoid, Hardsigmoid
+  style_transfer      fast_neural_style's kind of net: reflection pads, affine
+                      InstanceNorm2d, residual blocks, nearest upsampling
+  frozen_adagrad      a frozen block and two Adagrad groups, 8 golden steps
+                      (the calibrated tolerance, golden.py)
+  rnn_last_step       mnist_rnn's output[:, -1, :] of a batch-first LSTM (a
+                      strided read of a transposed value on 1.13, views.py)
+  stochastic_depth    torchvision's stochastic depth (Tensor.bernoulli_),
+                      torch.randn noise and GroupNorm
+  window_mask         Swin's shifted-window mask: Python numbers written into
+                      slices of a tensor made in forward
 The eval step returns every tensor leaf of the output, named by its path;
 verify checks each against eager.
 """
@@ -39,8 +49,10 @@ def _eval_outputs(path):
     return [o.get("name") for o in outs if o["role"] == "output"]
 
 
-@pytest.mark.parametrize("name", ["init_hidden_lm", "super_resolution", "channel_dropout",
-                                  "activations"])
+@pytest.mark.parametrize("name", ["init_hidden_lm", "super_resolution", "channel_dropout", "double_lstm",
+                                  "activations", "upsampling", "pads", "style_transfer",
+                                  "frozen_adagrad", "rnn_last_step",
+                                  "stochastic_depth", "window_mask", "conv_variants"])
 def test_verifies(tmp_path, name):
     _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
 
@@ -196,3 +208,111 @@ def test_alpha_dropout_is_torchs_affine_map():
     with rng.stream(torch.tensor(0), torch.tensor(0)):
         got = fit(F.alpha_dropout(x, 0.3, True))
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", [A.var_mean.correction, A.var.correction], ids=str)
+def test_variance_decompositions_match_torch(op):
+    """GroupNorm on 2.x and torch.var reach these (2.x's own decomposition
+    lowers to prims.var, which the runtime does not take)."""
+    g = torch.Generator().manual_seed(4)
+    for x, _ in _cases(g, 10):
+        for dim in (None, [0], [x.dim() - 1], list(range(x.dim()))):
+            for correction in (0, 1):
+                for keepdim in (False, True):
+                    got = _decomposed(op)(x, dim, correction=correction, keepdim=keepdim)
+                    want = op(x, dim, correction=correction, keepdim=keepdim)
+                    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_vae_samples_in_eval_from_the_eval_stream(tmp_path):
+    """pytorch/examples' VAE draws randn_like in eval mode too: its eval step
+    gets the RNG inputs and keys from rng.EVAL_KEY_BASE up (never a training
+    step's draws); a model that draws nothing in eval gets no RNG inputs."""
+    from trainstep import rng, safetensors_io
+    out, _ = _export_verify(tmp_path, os.path.join(ROOT, "examples", "vae", "spec.py"))
+    _, meta = safetensors_io.load(str(out))
+    fns = json.loads(meta["program"])["functions"]
+    roles = [p["role"] for p in fns["eval_step"]["inputs"]]
+    assert "rng_seed" in roles and "rng_offset" in roles
+    keys = [n["attrs"]["key"] for n in fns["eval_step"]["nodes"] if n["op"].startswith("trainstep.philox")]
+    assert keys and min(keys) >= rng.EVAL_KEY_BASE
+    out2, _ = _export_verify(tmp_path, os.path.join(REAL, "super_resolution.py"))
+    _, meta = safetensors_io.load(str(out2))
+    roles = [p["role"] for p in json.loads(meta["program"])["functions"]["eval_step"]["inputs"]]
+    assert "rng_seed" not in roles and "rng_offset" not in roles
+
+
+def test_select_scatter_decomposition_matches_torch():
+    """select's backward on 1.13 (rnn_last_step's output[:, -1, :])."""
+    g = torch.Generator().manual_seed(5)
+    for x, _ in _cases(g, 10):
+        for dim in range(-x.dim(), x.dim()):
+            for index in (0, -1, x.shape[dim] // 2):
+                src = torch.randn(x.select(dim, index).shape, generator=g)
+                torch.testing.assert_close(_decomposed(A.select_scatter.default)(x, src, dim, index),
+                                           A.select_scatter.default(x, src, dim, index))
+
+
+def test_strided_reads_of_transposed_values_run_as_gathers():
+    """views.densify: as_strided over a non-contiguous value (what 1.13's
+    functionalize leaves for a slice of a transposed tensor) becomes reads
+    of its rebuilt storage; random shapes, permutations and slices."""
+    from trainstep import views
+    from trainstep.compat import make_fx
+    g = torch.Generator().manual_seed(6)
+    for _ in range(20):
+        shape = torch.randint(1, 5, (3,), generator=g).tolist()
+        perm = torch.randperm(3, generator=g).tolist()
+        x = torch.randn(*shape, generator=g)
+        y = x.permute(*perm)
+        size = [int(torch.randint(1, d + 1, (1,), generator=g)) for d in y.shape]
+        start = [int(torch.randint(0, d - s + 1, (1,), generator=g)) for d, s in zip(y.shape, size)]
+        off = y.storage_offset() + sum(a * s for a, s in zip(start, y.stride()))
+
+        def fn(t):
+            return torch.ops.aten.as_strided.default(t.permute(*perm), size, y.stride(), off) * 2
+        gm = make_fx(fn)(x)
+        views.densify(gm, [x])
+        # every as_strided left reads a contiguous value from its start
+        reads = {n for n in gm.graph.nodes if n.target is torch.ops.aten.as_strided.default}
+        for _, (_, _, offset, _, contiguous) in views._inputs_of(gm, reads, [x]).items():
+            assert contiguous and offset == 0, gm.graph
+        torch.testing.assert_close(gm(x), fn(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", [A.triu.default, A.tril.default], ids=str)
+def test_band_decompositions_match_torch(op):
+    """Causal masks: torch.ones(T, T).triu(1), tril(); bool and float,
+    batched, every diagonal that matters."""
+    g = torch.Generator().manual_seed(7)
+    for x, _ in _cases(g, 10):
+        x = x.reshape(1, *x.shape) if x.dim() < 2 else x
+        for d in range(-x.shape[-2] - 1, x.shape[-1] + 2):
+            for t in (x, x > 0):
+                assert torch.equal(_decomposed(op)(t, d), op(t, d))
+
+
+def test_ones_decomposition_matches_torch():
+    for size, dtype in [([3, 4], None), ([2], torch.float64), ([0, 2], torch.int64),
+                        ([2, 2], torch.bool)]:
+        got = _decomposed(A.ones.default)(size, dtype=dtype)
+        want = A.ones.default(size, dtype=dtype)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_fill_decomposition_matches_torch():
+    g = torch.Generator().manual_seed(8)
+    for x, _ in _cases(g, 6):
+        for v in (torch.tensor(3.5), torch.tensor(2), torch.tensor(True)):
+            got = _decomposed(A.fill.Tensor)(x, v)
+            want = A.fill.Tensor(x, v)
+            assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_float64_model_traces_node_by_node(tmp_path):
+    """verify --trace binds the float64 lr port of a float64 model."""
+    out = tmp_path / "d.tstep"
+    run("export", os.path.join(REAL, "double_lstm.py"), "--out", out, "--trace-values",
+        "--golden-steps", 1, "--calibration-rounds", 0)
+    p = run("verify", out, "--trace", "--threads", "1")
+    assert "trace: all" in p.stdout and p.stdout.strip().endswith("verify: ok"), p.stdout
