@@ -81,6 +81,9 @@ def decomposition_table():
     # 1.13's elu_backward gives result * scale, not grad * scale, where an
     # in-place ELU (is_result) is positive.
     table[torch.ops.aten.elu_backward.default] = _elu_backward
+    # 2.x's roll indexes by (arange + shift) fmod n; ours is two slices and
+    # a cat per dim.
+    table[torch.ops.aten.roll.default] = _roll
     return table
 
 
@@ -92,7 +95,7 @@ def _fallbacks():
             A.sgn.default: _sgn, A.select_scatter.default: _select_scatter,
             A.ones.default: _ones, A.triu.default: _triu, A.tril.default: _tril,
             A.fill.Tensor: _fill_tensor, A.zero.default: _zero, A.new_empty.default: _new_empty,
-            A.roll.default: _roll, A.index.Tensor: _index,
+            A.index.Tensor: _index,
             A.as_strided_scatter.default: _as_strided_scatter,
             A.var_mean.correction: _var_mean,
             A.var.correction: _var}

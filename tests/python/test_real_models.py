@@ -316,3 +316,54 @@ def test_float64_model_traces_node_by_node(tmp_path):
         "--golden-steps", 1, "--calibration-rounds", 0)
     p = run("verify", out, "--trace", "--threads", "1")
     assert "trace: all" in p.stdout and p.stdout.strip().endswith("verify: ok"), p.stdout
+
+
+def test_roll_decomposition_matches_torch():
+    """Swin's shifted windows: several dims, negative and oversized shifts,
+    no dims (the flattened tensor)."""
+    g = torch.Generator().manual_seed(9)
+    for x, _ in _cases(g, 10):
+        for dims in ([], [0], [x.dim() - 1], list(range(x.dim()))):
+            shifts = [int(torch.randint(-7, 8, (1,), generator=g)) for _ in (dims or [0])]
+            got = _decomposed(A.roll.default)(x, shifts, dims)
+            assert torch.equal(got, A.roll.default(x, shifts, dims)), (x.shape, shifts, dims)
+
+
+def test_index_decomposition_matches_torch():
+    """x[idx], x[:, idx], x[i, j] with broadcast index tensors (Swin's
+    relative position table), negative indices included."""
+    g = torch.Generator().manual_seed(10)
+    for _ in range(20):
+        x = torch.randn(*torch.randint(2, 5, (3,), generator=g).tolist(), generator=g)
+        for first in (0, 1):
+            for count in (1, 2):
+                if first + count > x.dim():
+                    continue
+                dims = x.shape[first:first + count]
+                idx = [torch.randint(-d, d, (3, 1) if k == 0 else (1, 2), generator=g)
+                       for k, d in enumerate(dims)]
+                if count == 1:
+                    idx = [idx[0].reshape(-1)]
+                indices = [None] * first + idx
+                got = _decomposed(A.index.Tensor)(x, indices)
+                assert torch.equal(got, A.index.Tensor(x, indices)), (x.shape, first, count)
+
+
+def test_as_strided_scatter_decomposition_matches_torch():
+    g = torch.Generator().manual_seed(11)
+    for _ in range(20):
+        x = torch.randn(*torch.randint(1, 5, (3,), generator=g).tolist(), generator=g)
+        y = x.permute(*torch.randperm(3, generator=g).tolist())  # a strided view of x's storage
+        size = [int(torch.randint(1, d + 1, (1,), generator=g)) for d in y.shape]
+        src = torch.randn(size, generator=g)
+        got = _decomposed(A.as_strided_scatter.default)(x, src, size, y.stride(), 0)
+        assert torch.equal(got, A.as_strided_scatter.default(x, src, size, y.stride(), 0))
+
+
+def test_zero_and_new_empty():
+    """zero_ gives zeros; new_empty only its shape and dtype (its values are
+    unspecified: ours are zeros, 2.x's table has its own entry)."""
+    x = torch.randn(3, 4)
+    assert torch.equal(_decomposed(A.zero.default)(x), torch.zeros(3, 4))
+    got = _decomposed(A.new_empty.default)(x, [2, 5], dtype=torch.float64)
+    assert got.dtype == torch.float64 and got.shape == (2, 5)
