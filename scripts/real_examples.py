@@ -64,20 +64,22 @@ MODELS = {
                 self.rnn = rnn
             def forward(self, data):
                 out, _ = self.rnn(data, self.rnn.init_hidden(data.size(1)))
-                return out
+                return out.view(data.size(0), data.size(1), -1)  # the model flattens (seq, batch)
         model = Step()
-        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35 * 8,))
-        return trainstep.TrainSpec(model, F.nll_loss, torch.optim.SGD(model.parameters(), lr=20),
-                                   (data,), target)
+        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35, 8))
+        def loss(out, t):  # the training loop's criterion(output, targets.view(-1))
+            return F.nll_loss(out.view(-1, ntokens), t.reshape(-1))
+        return trainstep.TrainSpec(model, loss, torch.optim.SGD(model.parameters(), lr=20),
+                                   (data,), target, batch_dims=1)
     """),
     "word_language_model_transformer": ("word_language_model/model.py", None, """
         ntokens = 50
         model = ex.TransformerModel(ntokens, 16, 2, 16, 2, 0.2)
-        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35 * 8,))
+        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35, 8))
         def loss(out, t):
-            return F.nll_loss(out.view(-1, ntokens), t)
+            return F.nll_loss(out.view(-1, ntokens), t.reshape(-1))
         return trainstep.TrainSpec(model, loss, torch.optim.SGD(model.parameters(), lr=20),
-                                   (data,), target)
+                                   (data,), target, batch_dims=1)
     """),
     "time_sequence_prediction": ("time_sequence_prediction/train.py", ["Sequence"], """
         model = ex.Sequence().double()

@@ -38,4 +38,9 @@ class TrainSpec:
     # Also export grad_step and apply_step (gradient accumulation, gradients
     # by name); `trainstep export --grads` sets it.
     export_grads: bool = False
+    # The dim of each example input (an int: of all) and of the target that
+    # holds the batch; None: dim 0, or where the example batch shows it
+    # (sequence-first data: dim 1). See trainstep/batch.py.
+    batch_dims: Optional[Any] = None
+    target_batch_dim: Optional[int] = None
     extra: dict = field(default_factory=dict)

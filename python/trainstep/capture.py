@@ -16,7 +16,7 @@ import torch
 
 from . import capture_errors
 from . import optim as ts_optim
-from . import patches, provenance, pytree, rng, rnn, views
+from . import batch, patches, provenance, pytree, rng, rnn, views
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -65,6 +65,7 @@ class StepParts:
         self.model = spec.model
         self.inputs = list(spec.example_inputs)
         self.target = spec.example_target
+        self.layout = batch.resolve(spec)
         named = dict(self.model.named_parameters())
         self.buffers = dict(self.model.named_buffers())
         self.aliases = _aliases(self.model)
@@ -335,9 +336,12 @@ def _drop_unused_inputs(gm, sig_in, example, roles):
 
 
 def _data_inputs(p):
-    return ([dict(name=f"input{i}", role="input", index=i, **tensor_meta(x))
-             for i, x in enumerate(p.inputs)]
-            + [dict(name="target", role="target", **tensor_meta(p.target))])
+    """The batch's ports; batch_dim only where it is not 0 (docs/format.md)."""
+    def bd(d):
+        return {"batch_dim": d} if d else {}
+    return ([dict(name=f"input{i}", role="input", index=i, **tensor_meta(x), **bd(d))
+             for i, (x, d) in enumerate(zip(p.inputs, p.layout.inputs))]
+            + [dict(name="target", role="target", **tensor_meta(p.target), **bd(p.layout.target))])
 
 
 def capture_eval(parts):
@@ -354,8 +358,8 @@ def capture_eval(parts):
     seen = {}  # the output's Structure, found while tracing
 
     def per_sample_loss(t, *leaves):
-        one = seen["structure"].build([o.unsqueeze(0) for o in leaves])
-        return p.spec.loss_fn(one, t.unsqueeze(0))
+        one = seen["structure"].build([o.unsqueeze(d) for o, d in zip(leaves, seen["dims"])])
+        return p.spec.loss_fn(one, t.unsqueeze(p.layout.target))
 
     def step(*flat):
         it = iter(flat)
@@ -374,7 +378,8 @@ def capture_eval(parts):
             raise CaptureError(f"the model's eval output: {e}") from None
         if not leaves:
             raise CaptureError("the model's eval output holds no tensor")
-        losses = vmap(per_sample_loss)(target, *leaves)
+        seen["dims"] = batch.output_dims(leaves, p.layout, seen["structure"].names)
+        losses = vmap(per_sample_loss, in_dims=(p.layout.target, *seen["dims"]))(target, *leaves)
         return (*leaves, losses)
 
     rt_ports, rt_example = _runtime_inputs()

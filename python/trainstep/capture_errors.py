@@ -285,22 +285,11 @@ def check_spec(spec, spec_path):
 
 
 def _check_batch_dim(spec, build_at):
-    """Every input and the target carry the batch on dim 0 (golden steps
-    permute rows, the eval step's per-sample loss maps dim 0, the runtime
-    batches rows): a sequence-first batch fails deep in the capture
-    otherwise."""
-    batch = [(w, t) for w, t in _batch(spec) if isinstance(t, torch.Tensor)]
-    if len(batch) < 2 or any(t.dim() == 0 for _, t in batch):
-        return
-    n = batch[-1][1].shape[0]
-    for what, t in batch[:-1]:
-        if t.shape[0] != n:
-            raise BatchLayoutError(
-                f"batch dimension: {what} has {t.shape[0]} rows on dim 0 (shape "
-                f"{list(t.shape)}) but the example target has {n} (shape "
-                f"{list(batch[-1][1].shape)}); trainstep takes the batch on dim 0 of every "
-                "input and the target. Sequence-first data (seq, batch) is not taken yet: "
-                "transpose it to (batch, seq) in the spec and in the model's forward", build_at)
+    """The batch's dim in every input and the target (batch.py) can be
+    placed: a sequence-first batch would otherwise fail deep in the
+    capture."""
+    from . import batch
+    batch.resolve(spec, build_at)
 
 
 def _build_line(spec_path):

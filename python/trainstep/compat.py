@@ -183,7 +183,8 @@ def _index(x, indices):
     first = next((i for i, t in enumerate(indices) if t is not None), None)
     tensors = [t for t in indices if t is not None]
     count = len(tensors)
-    if first is None or any(t is None for t in indices[first:]) or             any(t.dtype in (torch.bool, torch.uint8) for t in tensors):
+    masks = any(t.dtype in (torch.bool, torch.uint8) for t in tensors)
+    if first is None or masks or any(t is None for t in indices[first:]):
         return NotImplemented
     idx = torch.broadcast_tensors(*tensors) if count > 1 else tensors
     dims = x.shape[first:first + count]

@@ -19,7 +19,7 @@ import copy
 import torch
 
 from . import optim as ts_optim
-from . import pytree, rng
+from . import batch, pytree, rng
 
 FACTOR = 10.0
 FLOOR = {"float32": 1e-4, "float64": 1e-9}
@@ -31,14 +31,17 @@ MAX_SPREAD = 1.0
 
 
 def make_batches(parts, steps, seed):
-    """Step 0 uses the spec's example batch; later steps permute its rows so
-    every step sees different data."""
+    """Step 0 uses the spec's example batch; later steps permute its samples
+    (along each tensor's batch dim, batch.py) so every step sees different
+    data."""
     g = torch.Generator().manual_seed(seed)
     x0, y0 = parts.inputs, parts.target
+    lay = parts.layout
     batches = [(x0, y0)]
     for _ in range(1, steps):
-        perm = torch.randperm(y0.shape[0], generator=g)
-        batches.append(([x[perm] for x in x0], y0[perm]))
+        perm = torch.randperm(y0.shape[lay.target], generator=g)
+        batches.append(([x.index_select(d, perm) for x, d in zip(x0, lay.inputs)],
+                        y0.index_select(lay.target, perm)))
     return batches
 
 
@@ -120,8 +123,12 @@ def _run(parts, batches, seed, grads, noise=None, gen=None):
         xs, y = batches[0]
         out = model(*xs)
         leaves, structure = pytree.flatten(out)
-        per = torch.stack([spec.loss_fn(structure.build([o[i:i + 1] for o in leaves]), y[i:i + 1])
-                           for i in range(y.shape[0])])
+        dims = batch.output_dims(leaves, parts.layout, structure.names)
+        t_dim = parts.layout.target
+        def sample(i):
+            one = structure.build([o.narrow(d, i, 1) for o, d in zip(leaves, dims)])
+            return spec.loss_fn(one, y.narrow(t_dim, i, 1))
+        per = torch.stack([sample(i) for i in range(y.shape[t_dim])])
     for i, o in enumerate(leaves):
         obs[f"eval/output{i}"] = o
     obs["eval/sample_loss"] = per
@@ -147,7 +154,8 @@ def calibrate(parts, batches, seed, grads, base, rounds):
     loss_scale = max(float(v.abs()) for k, v in base.items() if k.startswith("loss/"))
     for r in range(rounds):
         for i, kind in enumerate(NOISE):
-            got = _run(parts, batches, seed, grads, kind, torch.Generator().manual_seed(1000 * r + i))
+            gen = torch.Generator().manual_seed(1000 * r + i)
+            got = _run(parts, batches, seed, grads, kind, gen)
             for key in spread:
                 scale = loss_scale if key.startswith("loss/") else 0.0
                 spread[key] = max(spread[key], _relative(got[key], base[key], scale))

@@ -100,20 +100,34 @@ def batch_norm_forward(self, input):
                       True, factor, self.eps)
 
 
+def _mask_as_given(mask, is_causal=None, size=None):
+    """2.x's nn.TransformerEncoder/Decoder ask whether a mask is causal by
+    comparing it with one (a tensor value read into Python, which the graph
+    would freeze); the hint only picks kernels, so the capture applies the
+    mask as given."""
+    return is_causal is True
+
+
 @contextlib.contextmanager
 def applied():
+    import torch.nn.modules.transformer as T
     saved = (F.cross_entropy, F.batch_norm, _BatchNorm.forward)
     sdpa = attention.original()
+    detect = getattr(T, "_detect_is_causal_mask", None)  # torch >= 2.1
     F.cross_entropy, F.batch_norm = cross_entropy, batch_norm
     _BatchNorm.forward = batch_norm_forward
     if sdpa is not None:
         F.scaled_dot_product_attention = attention.scaled_dot_product_attention
+    if detect is not None:
+        T._detect_is_causal_mask = _mask_as_given
     try:
         yield
     finally:
         F.cross_entropy, F.batch_norm, _BatchNorm.forward = saved
         if sdpa is not None:
             F.scaled_dot_product_attention = sdpa
+        if detect is not None:
+            T._detect_is_causal_mask = detect
 
 
 @contextlib.contextmanager

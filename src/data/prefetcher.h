@@ -11,10 +11,17 @@
 
 namespace ts {
 
+// t with its dim bd moved to the front: the batch-major layout datasets
+// write (fails when bd is not a dim of t).
+TensorType batch_major(const TensorType& t, int bd);
+
 class Prefetcher {
  public:
-  // x and y: the model input and target types of one batch.
-  Prefetcher(const Batcher& b, const TensorType& x, const TensorType& y);
+  // x and y: the model input and target types of one batch; x_bd, y_bd:
+  // the dim of each that holds the batch (datasets write batch-major rows,
+  // which are then moved there).
+  Prefetcher(const Batcher& b, const TensorType& x, const TensorType& y, int x_bd = 0,
+             int y_bd = 0);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -33,8 +40,12 @@ class Prefetcher {
   void stop();
   void work(int64_t first, int64_t count);
 
+  int64_t fill(int64_t b, int slot);
+
   const Batcher& b_;
   HostTensor x_[2], y_[2];
+  int x_bd_, y_bd_;
+  HostTensor x_rows_, y_rows_;  // batch-major staging, where a batch dim is not 0
   int64_t real_[2] = {0, 0};
   bool full_[2] = {false, false};
   int cur_ = 1, next_slot_ = 0;

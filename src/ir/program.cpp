@@ -75,6 +75,13 @@ Port read_port(const Reader& r, const json& j, const std::string& where, bool is
   if (j.contains("state")) p.state = r.str(j, "state", where);
   if (j.contains("index") && j.at("index").is_number_integer()) p.index = j.at("index").get<int>();
   p.type = r.type(j, where);
+  if (j.contains("batch_dim")) {
+    const json& b = j.at("batch_dim");
+    if (!b.is_number_integer() || b.get<int64_t>() < 0 ||
+        b.get<int64_t>() >= static_cast<int64_t>(p.type.shape.size()))
+      r.fail(where, "batch_dim must be a dim of " + p.type.str() + ", got " + b.dump());
+    p.batch_dim = b.get<int>();
+  }
   return p;
 }
 

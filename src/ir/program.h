@@ -31,6 +31,7 @@ struct Port {
   std::string role;   // state | lr | rng_seed | rng_offset | input | target | loss | output | sample_loss
   std::string state;  // state tensor name, for role "state"
   int index = 0;      // model input/output index, for role input/output
+  int batch_dim = 0;  // the dim holding the batch's samples (input, target, output)
   TensorType type;
   int value = -1;     // value id
 };

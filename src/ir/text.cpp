@@ -13,6 +13,7 @@ std::string port_attrs(const Port& p, bool output) {
   std::string s = "{role=" + p.role;
   if (!p.state.empty()) s += ", state=" + p.state;
   if (p.index != 0) s += ", index=" + std::to_string(p.index);
+  if (p.batch_dim != 0) s += ", batch_dim=" + std::to_string(p.batch_dim);
   if (output && !p.name.empty()) s += ", name=" + p.name;
   return s + "}";
 }
@@ -84,7 +85,7 @@ struct Cursor {
     if (!over.empty()) fail("type " + t.str() + ": " + over);
     return t;
   }
-  // `{role=R, state=S, index=I}`, and on outputs `name=N`
+  // `{role=R, state=S, index=I, batch_dim=B}`, and on outputs `name=N`
   void port_attrs(Port& port, bool output) {
     expect('{');
     do {
@@ -94,6 +95,12 @@ struct Cursor {
       if (k == "role") port.role = v;
       else if (k == "state") port.state = v;
       else if (k == "index") port.index = std::atoi(v.c_str());
+      else if (k == "batch_dim") {
+        if (v.empty() || v.size() > 2 || !std::isdigit(static_cast<unsigned char>(v[0])) ||
+            !std::isdigit(static_cast<unsigned char>(v.back())))
+          fail("batch_dim must be a dim index, got '" + v + "'");
+        port.batch_dim = std::atoi(v.c_str());
+      }
       else if (k == "name" && output) port.name = v;  // an input's name is its value's
       else fail("unknown port attribute '" + k + "'");
     } while (eat(','));

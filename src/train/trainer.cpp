@@ -24,8 +24,10 @@ std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const B
   const Function& f = s.program().function(fn);
   int xi = f.find_input("input"), yi = f.find_input("target");
   if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
-  data.check(f.inputs[xi].type, f.inputs[yi].type);
-  return std::make_unique<Prefetcher>(data, f.inputs[xi].type, f.inputs[yi].type);
+  const Port& x = f.inputs[xi];
+  const Port& y = f.inputs[yi];
+  data.check(batch_major(x.type, x.batch_dim), batch_major(y.type, y.batch_dim));
+  return std::make_unique<Prefetcher>(data, x.type, y.type, x.batch_dim, y.batch_dim);
 }
 
 std::string fmt(const char* f, double v) {
@@ -45,9 +47,14 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   // token for a language model): accuracy is argmax over the output's last
   // dim. Float targets (regression) have no accuracy.
   const Function& f = s.program().function("eval_step");
-  const TensorType& yt = f.inputs[f.find_input("target")].type;
+  const Port& yp = f.inputs[f.find_input("target")];
+  const TensorType& yt = yp.type;
   r.has_accuracy = yt.dtype == DType::I64;
-  const int64_t labels_per_row = yt.numel() / s.batch_size();
+  // Label k belongs to sample (k / per_sample) % batch: the target's dims
+  // after its batch dim are one sample's.
+  int64_t per_sample = 1;
+  for (size_t i = yp.batch_dim + 1; i < yt.shape.size(); ++i) per_sample *= yt.shape[i];
+  const int64_t batch = s.batch_size();
   double loss_sum = 0;
   s.set_eval_offset(0);  // a model that samples in eval mode draws the same each pass
   for (int64_t b = 0; b < data.padded_batches(); ++b) {
@@ -62,14 +69,15 @@ EvalResult evaluate(Session& s, const Dataset& test) {
     const int64_t* labels = pf->y().view.as<int64_t>();
     const int64_t classes = out.numel() / yt.numel();
     const float* o = out.as<float>();
-    for (int64_t k = 0; k < real * labels_per_row; ++k) {
+    for (int64_t k = 0; k < yt.numel(); ++k) {
+      if ((k / per_sample) % batch >= real) continue;  // padding
       const float* row = o + k * classes;
       int64_t best = 0;
       for (int64_t c = 1; c < classes; ++c)
         if (row[c] > row[best]) best = c;
       r.correct += best == labels[k];
+      ++r.labels;
     }
-    r.labels += real * labels_per_row;
   }
   r.loss = r.count ? loss_sum / r.count : 0;
   r.accuracy = r.labels ? static_cast<double>(r.correct) / r.labels : 0;

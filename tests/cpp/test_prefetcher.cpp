@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "data/idx.h"
+#include "data/text.h"
+#include "trainstep/error.h"
 #include "data/prefetcher.h"
 
 TEST(Prefetcher, SameBatchesInOrderAsDirectFill) {
@@ -34,4 +36,33 @@ TEST(Prefetcher, SameBatchesInOrderAsDirectFill) {
       ASSERT_EQ(0, std::memcmp(pf.y().view.data, y.view.data, y.view.nbytes()));
     }
   }
+}
+
+// A batch whose batch dim is not 0 (sequence-first text, (T, B)) holds the
+// batch-major batch Batcher::fill gives with that dim moved: element
+// [t, b] of the prefetched input is element [b, t] of the direct fill.
+TEST(Prefetcher, MovesTheBatchDimIntoPlace) {
+  std::vector<uint8_t> text(2000);
+  std::mt19937 rng(2);
+  for (auto& c : text) c = uint8_t(rng());
+  ts::TextDataset d = ts::make_text_split("random", text, 6, true);
+  const int64_t B = 5, T = 6;
+  ts::Batcher b(d, B);
+  ts::TensorType rows{ts::DType::I64, {B, T}}, seq_first{ts::DType::I64, {T, B}};
+  EXPECT_EQ(ts::batch_major(seq_first, 1).shape, rows.shape);
+  ts::Prefetcher pf(b, seq_first, rows, 1, 0);
+  ts::HostTensor x(rows.dtype, rows.shape), y(rows.dtype, rows.shape);
+  b.shuffle(3, 0);
+  pf.start(0, b.padded_batches());
+  for (int64_t k = 0; k < b.padded_batches(); ++k) {
+    pf.next();
+    ASSERT_EQ(pf.real(), b.fill(k, x.view, y.view));
+    const int64_t* got = pf.x().view.as<int64_t>();
+    const int64_t* want = x.view.as<int64_t>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < B; ++r)
+        ASSERT_EQ(got[t * B + r], want[r * T + t]) << "batch " << k << " t " << t << " b " << r;
+    ASSERT_EQ(0, std::memcmp(pf.y().view.data, y.view.data, y.view.nbytes()));
+  }
+  EXPECT_THROW(ts::batch_major(seq_first, 2), ts::Error);
 }

@@ -116,12 +116,27 @@ def test_tensor_subclass_in_the_batch(tmp_path, batch, what):
                   "Tagged", "t.as_subclass(torch.Tensor)", at="def build():")
 
 
-def test_sequence_first_batch(tmp_path):
-    """(seq, batch) inputs with a flat target (word_language_model's data):
-    one line at build(), not an IndexError from the golden trace."""
-    _export_error(tmp_path, _spec(batch="x, y = torch.randn(5, 4), torch.randint(0, 3, (10,))"),
-                  "batch dimension: example input 0 has 5 rows on dim 0 (shape [5, 4])",
-                  "the example target has 10", "transpose it to (batch, seq)", at="def build():")
+def test_flattened_sequence_first_target(tmp_path):
+    """(seq, batch) inputs with a target flattened over both
+    (word_language_model's data): no per-sample layout, one line at build()
+    saying how to pass it instead."""
+    _export_error(tmp_path, _spec(batch="x, y = torch.randn(5, 4), torch.randint(0, 3, (20,))"),
+                  "batch dimension: example input 0 [5, 4], the example target [20] do not "
+                  "agree on dim 0", "a target flattened over (seq, batch) has no per-sample "
+                  "layout", "TrainSpec(batch_dims=", at="def build():")
+
+
+@pytest.mark.parametrize("dims,needle", [
+    ("batch_dims=(1, 0)", "batch_dims has 2 entries for 1 example input(s)"),
+    ("batch_dims=2", "batch dimension 2 of example input 0 is out of range for its shape [5, 4]"),
+    ("batch_dims=1, target_batch_dim=0",
+     "batch dimension: example input 0 has 4 samples on its batch dim 1 (shape [5, 4]) but the "
+     "example target has 5 on dim 0")])
+def test_declared_batch_dims_are_checked(tmp_path, dims, needle):
+    text = _spec(batch="x, y = torch.randn(5, 4), torch.randint(0, 3, (5,))")
+    text = text.replace(", (x,), y)", f", (x,), y, {dims})")
+    assert dims in text
+    _export_error(tmp_path, text, needle, at="def build():")
 
 
 def test_plain_tensor_attribute(tmp_path):

@@ -20,6 +20,16 @@ Patterns covered (issue 13's table):
                       torch.randn noise and GroupNorm
   window_mask         Swin's shifted-window mask: Python numbers written into
                       slices of a tensor made in forward
+  seq_first_gru       a batch_first=False GRU: (seq, batch, feature) input, the
+                      batch on dim 1 inferred from the example batch
+  seq_first_lm        word_language_model's kind of sequence-first transformer
+                      LM, batch_dims=1 declared (trains from text in
+                      test_seq_models.py)
+  double_lstm         time_sequence_prediction's float64 LSTMCell loop
+  pads, upsampling, conv_variants
+                      reflection/replication/constant pads, repeat, cumsum;
+                      nearest/bilinear upsampling, avg and adaptive pools;
+                      Conv1d, ConvTranspose1d/2d
 The eval step returns every tensor leaf of the output, named by its path;
 verify checks each against eager.
 """
@@ -52,7 +62,8 @@ def _eval_outputs(path):
 @pytest.mark.parametrize("name", ["init_hidden_lm", "super_resolution", "channel_dropout", "double_lstm",
                                   "activations", "upsampling", "pads", "style_transfer",
                                   "frozen_adagrad", "rnn_last_step",
-                                  "stochastic_depth", "window_mask", "conv_variants"])
+                                  "stochastic_depth", "window_mask",
+                                  "seq_first_gru", "conv_variants"])
 def test_verifies(tmp_path, name):
     _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
 
@@ -367,3 +378,19 @@ def test_zero_and_new_empty():
     assert torch.equal(_decomposed(A.zero.default)(x), torch.zeros(3, 4))
     got = _decomposed(A.new_empty.default)(x, [2, 5], dtype=torch.float64)
     assert got.dtype == torch.float64 and got.shape == (2, 5)
+
+
+def test_sequence_first_lm_records_its_batch_dims(tmp_path):
+    """seq_first_lm declares batch_dims=1: the artifact's batch is 8 (not the
+    sequence length 16), the input and target ports say batch_dim 1, and the
+    eval step's per-sample loss has one entry per sequence."""
+    from trainstep import safetensors_io
+    out, text = _export_verify(tmp_path, os.path.join(REAL, "seq_first_lm.py"))
+    tensors, meta = safetensors_io.load(str(out))
+    program = json.loads(meta["program"])
+    assert program["batch_size"] == 8
+    assert list(tensors["golden/eval/sample_loss"].shape) == [8]
+    ports = {p["role"]: p for p in program["functions"]["train_step"]["inputs"]}
+    assert ports["input"]["batch_dim"] == 1 and ports["target"]["batch_dim"] == 1
+    assert ports["input"]["shape"] == [16, 8]
+    assert "eval sample_loss" in text

@@ -55,9 +55,20 @@ SIZES = [((2, 3, 5, 7), [10, 14], None),         # 2x: the shift path
          ((0, 2, 3, 3), [6, 6], None)]            # empty batch
 # Where out == in or out == 2 * in although the scale is not 1 or 2, torch
 # 2.x copies / halves (as we do); torch 1.13's nearest forward does so only
-# when C == 1 (its channels-last kernel) and applies 1/scale otherwise.
-if TORCH2:
-    SIZES += [((2, 2, 7, 5), None, [1.1, 0.6]), ((2, 3, 5, 4), None, [2.1, 1.0])]
+# when C == 1 (its channels-last kernel) and applies 1/scale otherwise, so
+# under 1.13 these cases' reference runs each channel as its own C == 1
+# image (the same cases under both torches: docs/ops.md counts them).
+COPY_OR_HALVE = [((2, 2, 7, 5), None, [1.1, 0.6]), ((2, 3, 5, 4), None, [2.1, 1.0])]
+SIZES += COPY_OR_HALVE
+
+
+def _per_channel(fwd, attrs):
+    """fwd on each channel as a C == 1 image (torch 1.13's consistent path)."""
+    def ref(x):
+        n, c, h, w = x.shape
+        y = fwd(x.reshape(n * c, 1, h, w), *attrs)
+        return y.reshape(n, c, *y.shape[2:])
+    return ref
 
 # .default with scales that disagree with output_size: the index rule uses
 # the scales. (input shape, output_size, scales_h, scales_w)
@@ -86,8 +97,14 @@ def _cases(name, extra):
             osz = _out_size(shape, size, scales)
             sh, sw = scales or (None, None)
             grad = In((shape[0], shape[1], *osz), dt)
-            out.append(op_case(fwd_v, In(shape, dt), output_size=size, scale_factors=scales, **extra))
-            out.append(op_case(fwd_d, In(shape, dt), output_size=osz, scales_h=sh, scales_w=sw, **extra))
+            ref_v = ref_d = None
+            if not TORCH2 and name == "upsample_nearest2d" and (shape, size, scales) in COPY_OR_HALVE:
+                ref_v = _per_channel(A.upsample_nearest2d.vec, (size, scales))
+                ref_d = _per_channel(A.upsample_nearest2d.default, (osz, sh, sw))
+            out.append(op_case(fwd_v, In(shape, dt), output_size=size, scale_factors=scales, ref=ref_v,
+                               **extra))
+            out.append(op_case(fwd_d, In(shape, dt), output_size=osz, scales_h=sh, scales_w=sw, ref=ref_d,
+                               **extra))
             out.append(op_case(bwd_v, grad, output_size=size, input_size=list(shape), scale_factors=scales,
                                **extra))
             out.append(op_case(bwd_d, grad, output_size=osz, input_size=list(shape), scales_h=sh, scales_w=sw,

@@ -1,7 +1,7 @@
-"""split() of a transposed tensor: functionalize turns it into as_strided
-reads of the transpose's storage, which the runtime (dense values, views
-copied) cannot reproduce; the export must refuse it, naming this line
-(tests/python/test_seq_models.py)."""
+"""split() of a transposed tensor: torch 1.13's functionalize turns it into
+as_strided reads of the transpose's storage, which the runtime (dense
+values, views copied) reads from a rebuilt storage (python/trainstep/
+views.py); it exports and verifies (tests/python/test_seq_models.py)."""
 import torch
 import torch.nn as nn
 

@@ -1,0 +1,128 @@
+"""Where the batch is: the dim of each example input and of the target that
+holds the batch's samples.
+
+Dim 0 unless the spec says otherwise (TrainSpec.batch_dims and
+target_batch_dim) or the example batch shows it: sequence-first data, a
+(seq, batch) LM batch or a batch_first=False RNN's (seq, batch, feature)
+input, holds the batch on dim 1. The golden steps permute samples along
+these dims, the eval step's per-sample loss maps them (and the matching dim
+of each output), and the runtime's data path lays batches out by them.
+"""
+from dataclasses import dataclass
+from typing import List
+
+import torch
+
+from .capture_errors import BatchLayoutError, CaptureError
+
+# Inferred batch dims are looked for among these (a batch deeper than dim
+# 1 is declared).
+_CANDIDATES = (0, 1)
+
+
+@dataclass
+class Layout:
+    inputs: List[int]  # batch dim of each example input
+    target: int        # batch dim of the example target
+    size: int          # samples per batch
+
+    @property
+    def trivial(self):
+        return self.target == 0 and all(d == 0 for d in self.inputs)
+
+
+def _tensors(spec):
+    xs = [(f"example input {i}", x) for i, x in enumerate(spec.example_inputs)]
+    return xs + [("the example target", spec.example_target)]
+
+
+def _shapes(named):
+    return ", ".join(f"{w} {list(t.shape)}" for w, t in named)
+
+
+def resolve(spec, where=None):
+    """The spec's Layout; a BatchLayoutError (with `where`) when the batch
+    cannot be placed."""
+    named = _tensors(spec)
+    if any(not isinstance(t, torch.Tensor) or t.dim() == 0 for _, t in named):
+        # Not a batch the capture takes; check_spec and the capture say so.
+        return Layout([0] * (len(named) - 1), 0, 0)
+    declared = getattr(spec, "batch_dims", None)
+    if declared is not None or getattr(spec, "target_batch_dim", None) is not None:
+        return _declared(spec, named, where)
+    if len({t.shape[0] for _, t in named}) == 1:
+        return Layout([0] * (len(named) - 1), 0, int(named[-1][1].shape[0]))
+    found = []
+    target = named[-1][1]
+    for size in {int(target.shape[d]) for d in _CANDIDATES if d < target.dim()}:
+        dims = []
+        for _, t in named:
+            at = [d for d in _CANDIDATES if d < t.dim() and t.shape[d] == size]
+            dims.append(at)
+        if all(len(a) == 1 for a in dims):
+            found.append(Layout([a[0] for a in dims[:-1]], dims[-1][0], size))
+        elif all(dims):
+            found.append(None)  # the size sits on dim 0 and dim 1 of some tensor
+    if len(found) == 1 and found[0] is not None:
+        return found[0]
+    if found:
+        why = "it is ambiguous (a size fits more than one dim)"
+    else:
+        why = ("no size is on dim 0 or 1 of every one of them; a target flattened over "
+               "(seq, batch) has no per-sample layout: pass it as (seq, batch) and flatten "
+               "it in loss_fn")
+    raise BatchLayoutError(
+        f"batch dimension: {_shapes(named)} do not agree on dim 0, and where else the batch "
+        f"is cannot be inferred: {why}. Declare it: TrainSpec(batch_dims=(dim of each "
+        f"input,), target_batch_dim=dim)", where)
+
+
+def _declared(spec, named, where):
+    n_in = len(named) - 1
+    dims = getattr(spec, "batch_dims", None)
+    if dims is None:
+        dims = [0] * n_in
+    elif isinstance(dims, int):
+        dims = [dims] * n_in
+    dims = list(dims)
+    if len(dims) != n_in:
+        raise BatchLayoutError(f"batch_dims has {len(dims)} entries for {n_in} example "
+                               "input(s)", where)
+    t_dim = getattr(spec, "target_batch_dim", None)
+    target = named[-1][1]
+    if t_dim is None:  # the inputs' dim when it fits the target, else 0
+        size = int(named[0][1].shape[dims[0]]) if n_in and dims[0] < named[0][1].dim() else None
+        t_dim = dims[0] if n_in and dims[0] < target.dim() and target.shape[dims[0]] == size else 0
+    all_dims = dims + [t_dim]
+    for (what, t), d in zip(named, all_dims):
+        if not -t.dim() <= d < t.dim():
+            raise BatchLayoutError(f"batch dimension {d} of {what} is out of range for its "
+                                   f"shape {list(t.shape)}", where)
+    all_dims = [d % t.dim() for (_, t), d in zip(named, all_dims)]
+    size = int(target.shape[all_dims[-1]])
+    for (what, t), d in zip(named, all_dims):
+        if t.shape[d] != size:
+            raise BatchLayoutError(
+                f"batch dimension: {what} has {t.shape[d]} samples on its batch dim {d} "
+                f"(shape {list(t.shape)}) but the example target has {size} on dim "
+                f"{all_dims[-1]} (shape {list(target.shape)})", where)
+    return Layout(all_dims[:-1], all_dims[-1], size)
+
+
+def output_dims(leaves, layout, names):
+    """The batch dim of each output tensor: the first input's batch dim
+    where it has the batch size there, else its only dim of that size."""
+    prefer = layout.inputs[0] if layout.inputs else 0
+    out = []
+    for leaf, name in zip(leaves, names):
+        if leaf.dim() > prefer and leaf.shape[prefer] == layout.size:
+            out.append(prefer)
+            continue
+        at = [d for d in range(leaf.dim()) if leaf.shape[d] == layout.size]
+        if len(at) != 1:
+            raise CaptureError(
+                f"the model's output {name} (shape {list(leaf.shape)}) has "
+                f"{'no' if not at else 'more than one'} dim of the batch size {layout.size} "
+                f"apart from dim {prefer}, so the eval step cannot split it per sample")
+        out.append(at[0])
+    return out
