@@ -13,7 +13,7 @@ from typing import List
 
 import torch
 
-from .capture_errors import BatchLayoutError, CaptureError
+from .capture_errors import BatchLayoutError, CaptureError, _batch
 
 # Inferred batch dims are looked for among these (a batch deeper than dim
 # 1 is declared).
@@ -31,11 +31,6 @@ class Layout:
         return self.target == 0 and all(d == 0 for d in self.inputs)
 
 
-def _tensors(spec):
-    xs = [(f"example input {i}", x) for i, x in enumerate(spec.example_inputs)]
-    return xs + [("the example target", spec.example_target)]
-
-
 def _shapes(named):
     return ", ".join(f"{w} {list(t.shape)}" for w, t in named)
 
@@ -43,7 +38,7 @@ def _shapes(named):
 def resolve(spec, where=None):
     """The spec's Layout; a BatchLayoutError (with `where`) when the batch
     cannot be placed."""
-    named = _tensors(spec)
+    named = _batch(spec)  # (what, tensor) of each input, then the target
     if any(not isinstance(t, torch.Tensor) or t.dim() == 0 for _, t in named):
         # Not a batch the capture takes; check_spec and the capture say so.
         return Layout([0] * (len(named) - 1), 0, 0)

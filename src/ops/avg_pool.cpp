@@ -159,10 +159,15 @@ T avg_divisor(const AvgGeom& g, const Axis& ah, const Axis& aw, int64_t oh, int6
   return static_cast<T>(ah.hi[oh] - ah.lo[oh]) * static_cast<T>(aw.hi[ow] - aw.lo[ow]);
 }
 
-template <class T>
-std::unique_ptr<Kernel> avg_kernel(const AvgGeom& g, bool backward) {
-  Axis ah = avg_axis(g.p.H, g.OH, g.kh, g.sh, g.ph), aw = avg_axis(g.p.W, g.OW, g.kw, g.sw, g.pw);
-  const int64_t H = g.p.H, W = g.p.W, OH = g.OH, OW = g.OW, planes = g.p.planes;
+// Averages over the windows [ah.lo, ah.hi) x [aw.lo, aw.hi) of every plane
+// (each output cell's window from the two axis tables), or, backward, spreads
+// each grad_output cell over its window. div(v, oh, ow) divides a window's
+// sum (or its grad) by that window's divisor, in the op's own order. A
+// window wholly in the padding (ceil_mode) averages nothing: 0.
+template <class T, class Div>
+std::unique_ptr<Kernel> window_avg_kernel(const Planes& pl, int64_t OH, int64_t OW, Axis ah, Axis aw,
+                                          bool backward, Div div) {
+  const int64_t H = pl.H, W = pl.W, planes = pl.planes;
   const bool par = planes * std::max(H * W, OH * OW) > kParallelMin;
   if (!backward)
     return make_fn_kernel([=](const Tensor* in, Tensor* out) {
@@ -174,7 +179,6 @@ std::unique_ptr<Kernel> avg_kernel(const AvgGeom& g, bool backward) {
         const T* xp = x + p * H * W;
         T* yr = y + r * OW;
         for (int64_t ow = 0; ow < OW; ++ow) {
-          // A window wholly in the padding (ceil_mode) averages nothing: 0.
           if (ah.lo[oh] >= ah.hi[oh] || aw.lo[ow] >= aw.hi[ow]) {
             yr[ow] = T(0);
             continue;
@@ -182,7 +186,7 @@ std::unique_ptr<Kernel> avg_kernel(const AvgGeom& g, bool backward) {
           T sum = 0;
           for (int64_t h = ah.lo[oh]; h < ah.hi[oh]; ++h)
             for (int64_t w = aw.lo[ow]; w < aw.hi[ow]; ++w) sum += xp[h * W + w];
-          yr[ow] = sum / avg_divisor<T>(g, ah, aw, oh, ow);
+          yr[ow] = div(sum, oh, ow);
         }
       });
     });
@@ -197,12 +201,21 @@ std::unique_ptr<Kernel> avg_kernel(const AvgGeom& g, bool backward) {
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           if (ah.lo[oh] >= ah.hi[oh] || aw.lo[ow] >= aw.hi[ow]) continue;
-          const T d = gop[oh * OW + ow] / avg_divisor<T>(g, ah, aw, oh, ow);
+          const T d = div(gop[oh * OW + ow], oh, ow);
           for (int64_t h = ah.lo[oh]; h < ah.hi[oh]; ++h)
             for (int64_t w = aw.lo[ow]; w < aw.hi[ow]; ++w) gp[h * W + w] += d;
         }
     });
   });
+}
+
+template <class T>
+std::unique_ptr<Kernel> avg_kernel(const AvgGeom& g, bool backward) {
+  Axis ah = avg_axis(g.p.H, g.OH, g.kh, g.sh, g.ph), aw = avg_axis(g.p.W, g.OW, g.kw, g.sw, g.pw);
+  return window_avg_kernel<T>(g.p, g.OH, g.OW, ah, aw, backward,
+                              [g, ah, aw](T v, int64_t oh, int64_t ow) {
+                                return v / avg_divisor<T>(g, ah, aw, oh, ow);
+                              });
 }
 
 template <bool Backward>
@@ -276,47 +289,15 @@ std::vector<TensorType> ada_avg_bwd_infer(const NodeCtx& ctx) {
   return {ctx.input(1)};
 }
 
+// Divided by the window's height, then its width, as torch's kernel does.
 template <class T>
 std::unique_ptr<Kernel> ada_avg_kernel(const AdaGeom& g, bool backward) {
   Axis ah = adaptive_axis(g.p.H, g.OH), aw = adaptive_axis(g.p.W, g.OW);
-  const int64_t H = g.p.H, W = g.p.W, OH = g.OH, OW = g.OW, planes = g.p.planes;
-  const bool par = planes * std::max(H * W, OH * OW) > kParallelMin;
-  if (!backward)
-    return make_fn_kernel([=](const Tensor* in, Tensor* out) {
-      T* y = out[0].as<T>();
-      if (!y) return;
-      const T* x = in[0].as<T>();
-      parallel_for(planes * OH, par, [&](int64_t r) {
-        const int64_t p = r / OH, oh = r % OH;
-        const T* xp = x + p * H * W;
-        T* yr = y + r * OW;
-        const T kh = static_cast<T>(ah.hi[oh] - ah.lo[oh]);
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          T sum = 0;
-          for (int64_t h = ah.lo[oh]; h < ah.hi[oh]; ++h)
-            for (int64_t w = aw.lo[ow]; w < aw.hi[ow]; ++w) sum += xp[h * W + w];
-          yr[ow] = sum / kh / static_cast<T>(aw.hi[ow] - aw.lo[ow]);
-        }
-      });
-    });
-  return make_fn_kernel([=](const Tensor* in, Tensor* out) {
-    T* gi = out[0].as<T>();
-    if (!gi) return;
-    const T* go = in[0].as<T>();
-    parallel_for(planes, par, [&](int64_t p) {
-      T* gp = gi + p * H * W;
-      std::fill(gp, gp + H * W, T(0));
-      const T* gop = go + p * OH * OW;
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        const T kh = static_cast<T>(ah.hi[oh] - ah.lo[oh]);
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const T d = gop[oh * OW + ow] / kh / static_cast<T>(aw.hi[ow] - aw.lo[ow]);
-          for (int64_t h = ah.lo[oh]; h < ah.hi[oh]; ++h)
-            for (int64_t w = aw.lo[ow]; w < aw.hi[ow]; ++w) gp[h * W + w] += d;
-        }
-      }
-    });
-  });
+  return window_avg_kernel<T>(g.p, g.OH, g.OW, ah, aw, backward,
+                              [ah, aw](T v, int64_t oh, int64_t ow) {
+                                return v / static_cast<T>(ah.hi[oh] - ah.lo[oh]) /
+                                       static_cast<T>(aw.hi[ow] - aw.lo[ow]);
+                              });
 }
 
 std::unique_ptr<Kernel> ada_avg_make(const KernelCtx& k) {

@@ -37,8 +37,21 @@ Shape broadcast_shapes(const NodeCtx& ctx, const std::vector<Shape>& shapes);
 // Wraps a possibly negative dim into [0, rank); rank 0 accepts -1 and 0.
 int64_t wrap_dim(const NodeCtx& ctx, int64_t d, int64_t rank);
 std::vector<int64_t> contiguous_strides(const Shape& s);
+inline int64_t rank_of(const TensorType& t) { return static_cast<int64_t>(t.shape.size()); }
 
 // ---- dispatch ----
+// f(an unsigned integer of es bytes): for kernels that only move elements,
+// one instantiation per element size covers every dtype.
+template <class F>
+void by_size(size_t es, F&& f) {
+  switch (es) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    default: f(uint64_t{}); break;
+  }
+}
+
 template <class F>
 auto dispatch_dtype(DType t, F&& f) {
   switch (t) {

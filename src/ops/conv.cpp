@@ -50,24 +50,6 @@ struct ConvGeom {
   int nd = 2;  // spatial dims: 1 or 2
 };
 
-// A spatial attribute (stride, padding, dilation) as (h, w): a 2-D
-// convolution takes 1 or 2 values, a 1-D one exactly 1 (h gets `one_d_h`).
-void conv_attr_hw(const NodeCtx& ctx, const std::string& k, int nd, int64_t one_d_h, int64_t& h,
-                  int64_t& w) {
-  if (nd == 2) return ctx.attr_pair(k, h, w);
-  std::vector<int64_t> v = ctx.attr_ints(k);
-  if (v.size() != 1)
-    ctx.fail("attribute '" + k + "' must have 1 value for a 1-D convolution, got " +
-             std::to_string(v.size()));
-  h = one_d_h;
-  w = v[0];
-}
-
-// (h, w) as "HxW" for 2-D, "W" for 1-D.
-std::string hw_str(int nd, int64_t h, int64_t w) {
-  return nd == 1 ? std::to_string(w) : dims_str(h, w);
-}
-
 Shape conv_out_shape(const ConvGeom& g) {
   return g.nd == 1 ? Shape{g.N, g.O, g.OW} : Shape{g.N, g.O, g.OH, g.OW};
 }
@@ -184,31 +166,6 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const ConvMds& m, bool bias,
   return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
 }
 
-// One tensor at the kernel boundary: `plain` wraps the caller's data; `inner`
-// is what the primitive uses — the same object when layouts agree, else an
-// owned buffer plus a reorder (plain->inner for inputs, inner->plain for outputs).
-struct Port {
-  memory plain, inner;
-  bool reorder = false;
-  DnnlStep step;
-
-  Port() = default;
-  Port(const memory::desc& plain_md, const memory::desc& want, bool is_input) {
-    plain = plain_memory(plain_md);
-    if (want == plain_md) {
-      inner = plain;
-      return;
-    }
-    reorder = true;
-    inner = owned_memory(want);
-    step = is_input ? make_reorder(plain, inner) : make_reorder(inner, plain);
-  }
-  void set(void* p) { plain.set_data_handle(p); }
-  void sync() const {
-    if (reorder) step.exec();
-  }
-};
-
 // Largest |v| over n floats as its bit pattern; >= 0x7f800000 means some
 // value is inf or NaN. Integer max, so it vectorises and never misses a NaN.
 uint32_t max_abs_bits(const float* p, int64_t n) {
@@ -245,9 +202,9 @@ class ConvFwdKernel : public Kernel {
       attr.set_post_ops(po);
     }
     auto pd = fwd_pd(m, bias, attr);
-    src_ = Port(m.src, pd.src_desc(), true);
-    wei_ = Port(m.wei, pd.weights_desc(), true);
-    dst_ = Port(m.dst, pd.dst_desc(), false);
+    src_ = DnnlPort(m.src, pd.src_desc(), true);
+    wei_ = DnnlPort(m.wei, pd.weights_desc(), true);
+    dst_ = DnnlPort(m.dst, pd.dst_desc(), false);
     conv_ = make_step(pd, bias, m);
     if (relu) {
       // The same convolution without the post-op, on the same layouts, for
@@ -316,7 +273,7 @@ class ConvFwdKernel : public Kernel {
 
   bool bias_, relu_;
   int64_t red_ = 0, n_src_ = 0, n_wei_ = 0, n_out_ = 0, n_bias_ = 0;
-  Port src_, wei_, dst_;
+  DnnlPort src_, wei_, dst_;
   memory bmem_;
   DnnlStep conv_, plain_conv_;
 };
@@ -551,9 +508,9 @@ class ConvBwdKernel : public Kernel {
       dnnl::convolution_backward_data::desc d(a, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil,
                                               m.pad, m.pad);
       dnnl::convolution_backward_data::primitive_desc pd(d, attr, cpu_engine(), hint);
-      dd_data_ = Port(m.dst, pd.diff_dst_desc(), true);
-      wei_ = Port(m.wei, pd.weights_desc(), true);
-      dsrc_ = Port(m.dsrc, pd.diff_src_desc(), false);
+      dd_data_ = DnnlPort(m.dst, pd.diff_dst_desc(), true);
+      wei_ = DnnlPort(m.wei, pd.weights_desc(), true);
+      dsrc_ = DnnlPort(m.dsrc, pd.diff_src_desc(), false);
       data_.prim = dnnl::convolution_backward_data(pd);
       data_.bind(DNNL_ARG_DIFF_DST, dd_data_.inner);
       data_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
@@ -567,11 +524,11 @@ class ConvBwdKernel : public Kernel {
                       : BW::desc(a, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad,
                                  m.pad);
       BW::primitive_desc pd(d, attr, cpu_engine(), hint);
-      src_ = Port(m.src, pd.src_desc(), true);
-      dwei_ = Port(m.wei, pd.diff_weights_desc(), false);
+      src_ = DnnlPort(m.src, pd.src_desc(), true);
+      dwei_ = DnnlPort(m.wei, pd.diff_weights_desc(), false);
       // Reuse the backward-data reorder of grad_output when layouts agree.
       share_dd_ = want_in && pd.diff_dst_desc() == dd_data_.inner.get_desc();
-      if (!share_dd_) dd_wei_ = Port(m.dst, pd.diff_dst_desc(), true);
+      if (!share_dd_) dd_wei_ = DnnlPort(m.dst, pd.diff_dst_desc(), true);
       wgt_.prim = BW(pd);
       wgt_.bind(DNNL_ARG_SRC, src_.inner);
       wgt_.bind(DNNL_ARG_DIFF_DST, share_dd_ ? dd_data_.inner : dd_wei_.inner);
@@ -647,23 +604,17 @@ class ConvBwdKernel : public Kernel {
   bool relu_mask_ = false;
   int64_t n_in_ = 0;
   std::vector<uint64_t> mask_;  // relu_mask: one bit per input element
-  Port dd_data_, wei_, dsrc_;       // backward data
-  Port dd_wei_, src_, dwei_;        // backward weights
+  DnnlPort dd_data_, wei_, dsrc_;       // backward data
+  DnnlPort dd_wei_, src_, dwei_;        // backward weights
   memory dbias_, spare_b_, spare_w_;
   DnnlStep data_, wgt_;
 };
-
-std::vector<bool> output_mask(const NodeCtx& ctx) {
-  std::vector<bool> m = ctx.attr_bools("output_mask");
-  if (m.size() != 3) ctx.fail("attribute 'output_mask' must have 3 bools, got " + std::to_string(m.size()));
-  return m;
-}
 
 std::vector<TensorType> infer_conv_bwd(const NodeCtx& ctx) {
   ctx.expect_inputs(3);
   if (ctx.attr_bool("transposed")) return conv_transpose::infer_bwd(ctx);
   ConvGeom g = conv_geom(ctx, 1, 2);
-  output_mask(ctx);
+  conv_output_mask(ctx);
   const TensorType& go = ctx.input(0);
   Shape want = conv_out_shape(g);
   const DType t = ctx.input(1).dtype;
@@ -674,12 +625,12 @@ std::vector<TensorType> infer_conv_bwd(const NodeCtx& ctx) {
   port_layout(ctx, false, 0, go);
   port_layout(ctx, false, 1, ctx.input(1));
   port_layout(ctx, true, 0, ctx.input(1));
-  return {ctx.input(1), conv_grad_weight_type(ctx.input(2), output_mask(ctx)[1]), {t, {g.O}}};
+  return {ctx.input(1), conv_grad_weight_type(ctx.input(2), conv_output_mask(ctx)[1]), {t, {g.O}}};
 }
 
 std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
   std::vector<TensorType> t = infer_conv_bwd(ctx);
-  if (!output_mask(ctx)[0]) ctx.fail("output_mask[0] (grad_input) must be true");
+  if (!conv_output_mask(ctx)[0]) ctx.fail("output_mask[0] (grad_input) must be true");
   // The mask is taken from x and applied to grad_input element by element.
   if (port_layout(ctx, false, 1, t[0]) != port_layout(ctx, true, 0, t[0]))
     ctx.fail("input 1 (x) and output 0 (grad_input) must have one layout: the relu mask is "
@@ -690,7 +641,7 @@ std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
 template <bool RELU>
 std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
   if (k.node.attr_bool("transposed")) return conv_transpose::make_bwd(k);
-  std::vector<bool> m = output_mask(k.node);
+  std::vector<bool> m = conv_output_mask(k.node);
   try {
     if (k.node.input(1).dtype == DType::F64)
       return std::make_unique<Conv64BwdKernel>(conv_geom(k.node, 1, 2), m[0], m[1], m[2], RELU,
@@ -706,6 +657,30 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
 }
 
 }  // namespace
+
+// A spatial attribute (stride, padding, dilation) as (h, w): a 2-D
+// convolution takes 1 or 2 values, a 1-D one exactly 1 (h gets `one_d_h`).
+void conv_attr_hw(const NodeCtx& ctx, const std::string& k, int nd, int64_t one_d_h, int64_t& h,
+                  int64_t& w) {
+  if (nd == 2) return ctx.attr_pair(k, h, w);
+  std::vector<int64_t> v = ctx.attr_ints(k);
+  if (v.size() != 1)
+    ctx.fail("attribute '" + k + "' must have 1 value for a 1-D convolution, got " +
+             std::to_string(v.size()));
+  h = one_d_h;
+  w = v[0];
+}
+
+// (h, w) as "HxW" for 2-D, "W" for 1-D.
+std::string hw_str(int nd, int64_t h, int64_t w) {
+  return nd == 1 ? std::to_string(w) : dims_str(h, w);
+}
+
+std::vector<bool> conv_output_mask(const NodeCtx& ctx) {
+  std::vector<bool> m = ctx.attr_bools("output_mask");
+  if (m.size() != 3) ctx.fail("attribute 'output_mask' must have 3 bools, got " + std::to_string(m.size()));
+  return m;
+}
 
 void register_conv_ops(OpRegistry& r) {
   r.add({"aten.convolution.default",

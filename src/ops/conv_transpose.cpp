@@ -65,23 +65,6 @@ struct Geom {
   bool tail() const { return VH < OH || VW < OW; }
 };
 
-std::string hw_str(int nd, int64_t h, int64_t w) {
-  return nd == 1 ? std::to_string(w) : std::to_string(h) + "x" + std::to_string(w);
-}
-
-// A spatial attribute as (h, w): 1 or 2 values for 2-D, exactly 1 for 1-D
-// (h gets one_d_h).
-void attr_hw(const NodeCtx& ctx, const std::string& k, int nd, int64_t one_d_h, int64_t& h,
-             int64_t& w) {
-  if (nd == 2) return ctx.attr_pair(k, h, w);
-  std::vector<int64_t> v = ctx.attr_ints(k);
-  if (v.size() != 1)
-    ctx.fail("attribute '" + k + "' must have 1 value for a 1-D convolution, got " +
-             std::to_string(v.size()));
-  h = one_d_h;
-  w = v[0];
-}
-
 Geom geom(const NodeCtx& ctx, int in_i, int w_i) {
   const TensorType& x = ctx.input(in_i);
   const TensorType& w = ctx.input(w_i);
@@ -100,10 +83,10 @@ Geom geom(const NodeCtx& ctx, int in_i, int w_i) {
   g.N = x.shape[0], g.IC = x.shape[1], g.H = d1 ? 1 : x.shape[2], g.W = x.shape[d1 ? 2 : 3];
   g.KH = d1 ? 1 : w.shape[2], g.KW = w.shape[d1 ? 2 : 3];
   g.G = ctx.attr_int("groups");
-  attr_hw(ctx, "stride", g.nd, 1, g.sh, g.sw);
-  attr_hw(ctx, "padding", g.nd, 0, g.ph, g.pw);
-  attr_hw(ctx, "dilation", g.nd, 1, g.dh, g.dw);
-  attr_hw(ctx, "output_padding", g.nd, 0, g.oph, g.opw);
+  conv_attr_hw(ctx, "stride", g.nd, 1, g.sh, g.sw);
+  conv_attr_hw(ctx, "padding", g.nd, 0, g.ph, g.pw);
+  conv_attr_hw(ctx, "dilation", g.nd, 1, g.dh, g.dw);
+  conv_attr_hw(ctx, "output_padding", g.nd, 0, g.oph, g.opw);
   auto hw = [&](int64_t a, int64_t b) { return hw_str(g.nd, a, b); };
   if (g.G < 1) ctx.fail("groups must be positive, got " + std::to_string(g.G));
   if (g.sh < 1 || g.sw < 1) ctx.fail("stride must be positive, got " + hw(g.sh, g.sw));
@@ -208,31 +191,6 @@ dnnl::deconvolution_forward::primitive_desc fwd_pd(const Mds& m, bool bias,
   return DF::primitive_desc(d, attr, cpu_engine());
 }
 
-// One tensor at the kernel boundary (as in conv.cpp): `plain` wraps the
-// caller's data; `inner` is what the primitive uses, the same object when
-// layouts agree, else a buffer owned here plus a reorder.
-struct Port {
-  memory plain, inner;
-  bool reorder = false;
-  DnnlStep step;
-
-  Port() = default;
-  Port(const memory::desc& plain_md, const memory::desc& want, bool is_input) {
-    plain = plain_memory(plain_md);
-    if (want == plain_md) {
-      inner = plain;
-      return;
-    }
-    reorder = true;
-    inner = owned_memory(want);
-    step = is_input ? make_reorder(plain, inner) : make_reorder(inner, plain);
-  }
-  void set(void* p) { plain.set_data_handle(p); }
-  void sync() const {
-    if (reorder) step.exec();
-  }
-};
-
 // Calls f(p, n) for each run of n contiguous tail elements (outside the
 // leading (VH, VW) part) of the (OH, OW) plane at p.
 template <class T, class F>
@@ -269,9 +227,9 @@ class FwdKernel : public Kernel {
   FwdKernel(const Geom& g, bool bias) : g_(g), bias_(bias) {
     Mds m = mds(g);
     auto pd = fwd_pd(m, bias, user_scratchpad_attr());
-    src_ = Port(m.src, pd.src_desc(), true);
-    wei_ = Port(m.wei, pd.weights_desc(), true);
-    dst_ = Port(m.dst, pd.dst_desc(), false);
+    src_ = DnnlPort(m.src, pd.src_desc(), true);
+    wei_ = DnnlPort(m.wei, pd.weights_desc(), true);
+    dst_ = DnnlPort(m.dst, pd.dst_desc(), false);
     step_.prim = dnnl::deconvolution_forward(pd);
     step_.bind(DNNL_ARG_SRC, src_.inner);
     step_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
@@ -299,7 +257,7 @@ class FwdKernel : public Kernel {
  private:
   Geom g_;
   bool bias_;
-  Port src_, wei_, dst_;
+  DnnlPort src_, wei_, dst_;
   memory bmem_;
   DnnlStep step_;
 };
@@ -317,9 +275,9 @@ class BwdKernel : public Kernel {
       using BD = dnnl::deconvolution_backward_data;
       BD::desc d(a, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l, m.pad_r);
       BD::primitive_desc pd(d, attr, cpu_engine(), hint);
-      dd_data_ = Port(m.dst, pd.diff_dst_desc(), true);
-      wei_ = Port(m.wei, pd.weights_desc(), true);
-      dsrc_ = Port(m.src, pd.diff_src_desc(), false);
+      dd_data_ = DnnlPort(m.dst, pd.diff_dst_desc(), true);
+      wei_ = DnnlPort(m.wei, pd.weights_desc(), true);
+      dsrc_ = DnnlPort(m.src, pd.diff_src_desc(), false);
       data_.prim = BD(pd);
       data_.bind(DNNL_ARG_DIFF_DST, dd_data_.inner);
       data_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
@@ -333,10 +291,10 @@ class BwdKernel : public Kernel {
                       : BW::desc(a, m.src_any, m.wei_any, m.dst_any, m.strides, m.dil, m.pad_l,
                                  m.pad_r);
       BW::primitive_desc pd(d, attr, cpu_engine(), hint);
-      src_ = Port(m.src, pd.src_desc(), true);
-      dwei_ = Port(m.wei, pd.diff_weights_desc(), false);
+      src_ = DnnlPort(m.src, pd.src_desc(), true);
+      dwei_ = DnnlPort(m.wei, pd.diff_weights_desc(), false);
       share_dd_ = want_in && pd.diff_dst_desc() == dd_data_.inner.get_desc();
-      if (!share_dd_) dd_wei_ = Port(m.dst, pd.diff_dst_desc(), true);
+      if (!share_dd_) dd_wei_ = DnnlPort(m.dst, pd.diff_dst_desc(), true);
       wgt_.prim = BW(pd);
       wgt_.bind(DNNL_ARG_SRC, src_.inner);
       wgt_.bind(DNNL_ARG_DIFF_DST, share_dd_ ? dd_data_.inner : dd_wei_.inner);
@@ -391,18 +349,11 @@ class BwdKernel : public Kernel {
  private:
   Geom g_;
   bool has_data_ = false, has_wgt_ = false, has_bias_ = false, share_dd_ = false;
-  Port dd_data_, wei_, dsrc_;  // backward data
-  Port dd_wei_, src_, dwei_;   // backward weights
+  DnnlPort dd_data_, wei_, dsrc_;  // backward data
+  DnnlPort dd_wei_, src_, dwei_;   // backward weights
   memory dbias_, spare_b_, spare_w_;
   DnnlStep data_, wgt_;
 };
-
-std::vector<bool> output_mask(const NodeCtx& ctx) {
-  std::vector<bool> m = ctx.attr_bools("output_mask");
-  if (m.size() != 3)
-    ctx.fail("attribute 'output_mask' must have 3 bools, got " + std::to_string(m.size()));
-  return m;
-}
 
 }  // namespace
 
@@ -433,19 +384,19 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
     ctx.fail("transposed convolution has no fused relu form");
   ctx.expect_inputs(3);
   Geom g = geom(ctx, 1, 2);
-  output_mask(ctx);
+  conv_output_mask(ctx);
   const TensorType& go = ctx.input(0);
   const Shape want = out_shape(g);
   if (go.dtype != DType::F32 || go.shape != want)
     ctx.fail("grad_output must be float32" + shape_str(want) + ", got " + go.str());
-  std::vector<TensorType> outs{ctx.input(1), conv_grad_weight_type(ctx.input(2), output_mask(ctx)[1]),
+  std::vector<TensorType> outs{ctx.input(1), conv_grad_weight_type(ctx.input(2), conv_output_mask(ctx)[1]),
                                {DType::F32, {g.OC}}};
   check_plain(ctx, outs);
   return outs;
 }
 
 std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
-  std::vector<bool> m = output_mask(k.node);
+  std::vector<bool> m = conv_output_mask(k.node);
   try {
     return std::make_unique<BwdKernel>(geom(k.node, 1, 2), m[0], m[1], m[2]);
   } catch (const dnnl::error& e) {

@@ -6,6 +6,7 @@
 // convolution node.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ops/op.h"
@@ -27,6 +28,16 @@ bool conv_takes_blocked_relu(const json& attrs);
 // programs traced with real tensors declare that; the kernels leave it
 // unwritten or write grad_weight there (the same bytes).
 TensorType conv_grad_weight_type(const TensorType& weight, bool requested);
+
+// Shared by the direct and transposed kernels (defined in conv.cpp):
+// A spatial attribute (stride, padding, dilation) as (h, w): a 2-D
+// convolution takes 1 or 2 values, a 1-D one exactly 1 (h gets one_d_h).
+void conv_attr_hw(const NodeCtx& ctx, const std::string& k, int nd, int64_t one_d_h, int64_t& h,
+                  int64_t& w);
+// (h, w) as "HxW" for 2-D, "W" for 1-D, for messages.
+std::string hw_str(int nd, int64_t h, int64_t w);
+// convolution_backward's output_mask attribute: exactly 3 bools.
+std::vector<bool> conv_output_mask(const NodeCtx& ctx);
 
 namespace conv_transpose {
 

@@ -42,4 +42,30 @@ dnnl::memory owned_memory(const dnnl::memory::desc& md);
 // A reorder from src to dst (same logical tensor, different layouts).
 DnnlStep make_reorder(const dnnl::memory& src, const dnnl::memory& dst);
 
+// One tensor at a kernel's boundary: `plain` wraps the caller's data; `inner`
+// is what the primitive uses — the same object when layouts agree, else an
+// owned buffer plus a reorder (plain->inner for inputs, inner->plain for
+// outputs). Built in make(); run() calls set() and sync().
+struct DnnlPort {
+  dnnl::memory plain, inner;
+  bool reorder = false;
+  DnnlStep step;
+
+  DnnlPort() = default;
+  DnnlPort(const dnnl::memory::desc& plain_md, const dnnl::memory::desc& want, bool is_input) {
+    plain = plain_memory(plain_md);
+    if (want == plain_md) {
+      inner = plain;
+      return;
+    }
+    reorder = true;
+    inner = owned_memory(want);
+    step = is_input ? make_reorder(plain, inner) : make_reorder(inner, plain);
+  }
+  void set(void* p) { plain.set_data_handle(p); }
+  void sync() const {
+    if (reorder) step.exec();
+  }
+};
+
 }  // namespace ts

@@ -9,18 +9,6 @@ namespace ts {
 
 namespace {
 
-int64_t rank_of(const TensorType& t) { return static_cast<int64_t>(t.shape.size()); }
-
-template <class F>
-void by_size(size_t es, F&& f) {
-  switch (es) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
-  }
-}
-
 // ---- repeat ----
 // self's shape with leading 1s up to the length of repeats, and the result.
 std::pair<Shape, Shape> repeat_shapes(const NodeCtx& ctx) {

@@ -12,8 +12,6 @@ namespace ts {
 
 namespace {
 
-int64_t rank_of(const TensorType& t) { return static_cast<int64_t>(t.shape.size()); }
-
 // ---- aliasing reshapes ----
 Shape infer_size(const NodeCtx& ctx, const TensorType& t, std::vector<int64_t> size) {
   int64_t known = 1, infer = -1;
@@ -86,17 +84,6 @@ std::vector<TensorType> squeeze_infer(const NodeCtx& ctx) {
 }
 
 std::unique_ptr<Kernel> alias_make(const KernelCtx&) { return nullptr; }
-
-// ---- copies by element size ----
-template <class F>
-void by_size(size_t es, F&& f) {
-  switch (es) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
-  }
-}
 
 // in [R, C] -> out [C, R], in 32x32 tiles so both sides stay in cache.
 template <class T>
