@@ -21,7 +21,9 @@ class TrainSpec:
 
     model(*example_inputs) runs the model; loss_fn(output, example_target)
     returns a 0-d loss; optimizer is a torch.optim instance built on
-    model.parameters(). The example batch fixes the batch size.
+    model.parameters(). The example batch fixes the batch size. Each input
+    and the target may be a tensor or a structure of them (dict, tuple,
+    namedtuple, dataclass); the target holds one tensor.
     """
     model: Any
     loss_fn: Callable
@@ -38,7 +40,8 @@ class TrainSpec:
     # Also export grad_step and apply_step (gradient accumulation, gradients
     # by name); `trainstep export --grads` sets it.
     export_grads: bool = False
-    # The dim of each example input (an int: of all) and of the target that
+    # The dim of each example input tensor (an int: of all; a structured
+    # input counts each tensor leaf, in order) and of the target that
     # holds the batch; None: dim 0, or where the example batch shows it
     # (sequence-first data: dim 1). See trainstep/batch.py.
     batch_dims: Optional[Any] = None

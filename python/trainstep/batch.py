@@ -1,5 +1,6 @@
-"""Where the batch is: the dim of each example input and of the target that
-holds the batch's samples.
+"""Where the batch is: the dim of each example input tensor (each tensor
+leaf of a structured input, pytree.Example) and of the target that holds
+the batch's samples.
 
 Dim 0 unless the spec says otherwise (TrainSpec.batch_dims and
 target_batch_dim) or the example batch shows it: sequence-first data, a
@@ -13,7 +14,7 @@ from typing import List
 
 import torch
 
-from .capture_errors import BatchLayoutError, CaptureError, _batch
+from .capture_errors import BatchLayoutError, CaptureError, example
 
 # Inferred batch dims are looked for among these (a batch deeper than dim
 # 1 is declared).
@@ -38,7 +39,7 @@ def _shapes(named):
 def resolve(spec, where=None):
     """The spec's Layout; a BatchLayoutError (with `where`) when the batch
     cannot be placed."""
-    named = _batch(spec)  # (what, tensor) of each input, then the target
+    named = example(spec, where).described()  # each input tensor, then the target
     if any(not isinstance(t, torch.Tensor) or t.dim() == 0 for _, t in named):
         # Not a batch the capture takes; check_spec and the capture say so.
         return Layout([0] * (len(named) - 1), 0, 0)

@@ -63,8 +63,11 @@ class StepParts:
     def __init__(self, spec):
         self.spec = spec
         self.model = spec.model
-        self.inputs = list(spec.example_inputs)
-        self.target = spec.example_target
+        # The batch's tensor leaves (pytree.Example): model inputs and the
+        # target may be dicts, tuples, dataclasses of tensors.
+        self.example = capture_errors.example(spec)
+        self.inputs = list(self.example.input_leaves)
+        self.target = self.example.target_leaves[0]
         self.layout = batch.resolve(spec)
         named = dict(self.model.named_parameters())
         self.buffers = dict(self.model.named_buffers())
@@ -107,7 +110,11 @@ class StepParts:
         bind each alias to its one tensor, so gradients of both uses sum)."""
         st = {**params, **frozen, **buffers}
         st.update({a: st[t] for a, t in self.aliases.items()})
-        return functional_call(self.model, st, tuple(inputs))
+        return functional_call(self.model, st, self.example.args(inputs))
+
+    def loss(self, out, target):
+        """loss_fn on the target leaf, in the structure the spec gave it."""
+        return self.spec.loss_fn(out, self.example.target([target]))
 
     def loss_and_grads(self, params, frozen, buffers, seed, offset, inputs, target):
         """(loss, grads, new buffers) of one batch."""
@@ -116,7 +123,7 @@ class StepParts:
             # stats) become new values we can return.
             bufs = {n: b.clone() for n, b in buffers.items()}
             out = self.call_model(ps, frozen, bufs, inputs)
-            return self.spec.loss_fn(out, target), bufs
+            return self.loss(out, target), bufs
 
         with rng.stream(seed, offset):
             grads, (loss, new_bufs) = grad_and_value(loss_of, has_aux=True)(params)
@@ -147,8 +154,10 @@ def _reached_by_grad(spec, params):
     model.train()
     named = dict(model.named_parameters())
     ps = [named[n] for n in params]
+    ex = capture_errors.example(spec)
     with rng.stream(torch.tensor(0), torch.tensor(0)):
-        loss = spec.loss_fn(model(*[x.clone() for x in spec.example_inputs]), spec.example_target)
+        out = model(*ex.args([x.clone() for x in ex.input_leaves]))
+        loss = spec.loss_fn(out, ex.target(ex.target_leaves))
     if not loss.requires_grad:
         return set()
     grads = torch.autograd.grad(loss, ps, allow_unused=True)
@@ -339,9 +348,11 @@ def _data_inputs(p):
     """The batch's ports; batch_dim only where it is not 0 (docs/format.md)."""
     def bd(d):
         return {"batch_dim": d} if d else {}
-    return ([dict(name=f"input{i}", role="input", index=i, **tensor_meta(x), **bd(d))
+    names = p.example.input_names
+    return ([dict(name=names[i], role="input", index=i, **tensor_meta(x), **bd(d))
              for i, (x, d) in enumerate(zip(p.inputs, p.layout.inputs))]
-            + [dict(name="target", role="target", **tensor_meta(p.target), **bd(p.layout.target))])
+            + [dict(name=p.example.target_names[0], role="target", **tensor_meta(p.target),
+                    **bd(p.layout.target))])
 
 
 def capture_eval(parts):
@@ -359,7 +370,7 @@ def capture_eval(parts):
 
     def per_sample_loss(t, *leaves):
         one = seen["structure"].build([o.unsqueeze(d) for o, d in zip(leaves, seen["dims"])])
-        return p.spec.loss_fn(one, t.unsqueeze(p.layout.target))
+        return p.loss(one, t.unsqueeze(p.layout.target))
 
     def step(*flat):
         it = iter(flat)

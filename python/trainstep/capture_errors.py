@@ -279,6 +279,7 @@ def check_spec(spec, spec_path):
     """Refuses, before capture, what would otherwise fail deep in it:
     tensor subclasses and in-place writes into the example batch."""
     build_at = _build_line(spec_path)
+    example(spec, build_at)
     _check_types(spec, build_at)
     _check_batch_dim(spec, build_at)
     _check_batch_writes(spec, build_at)
@@ -301,9 +302,29 @@ def _build_line(spec_path):
     return None
 
 
+def example(spec, where=None):
+    """The spec's example batch as pytree.Example; a BatchLayoutError when an
+    input or the target holds what the step cannot take, or the target no
+    tensor (the runtime takes one target tensor: several are for a later
+    slice, docs/format.md)."""
+    from . import pytree
+    try:
+        ex = pytree.Example(spec.example_inputs, spec.example_target)
+    except TypeError as e:
+        raise BatchLayoutError(f"the example batch: {e}", where) from None
+    n = len(ex.target_leaves)
+    if n != 1:
+        raise BatchLayoutError(
+            f"the example target holds {'no' if not n else n} tensors"
+            + (f" ({', '.join(ex.target_names)})" if n else "")
+            + "; the step takes exactly one target tensor (a dict or tuple around it is "
+            "fine). Pass the other tensors as model inputs, or stack them into one", where)
+    return ex
+
+
 def _batch(spec):
-    xs = [(f"example input {i}", x) for i, x in enumerate(spec.example_inputs)]
-    return xs + [("the example target", spec.example_target)]
+    """(what, tensor) of each input leaf, then the target."""
+    return example(spec).described()
 
 
 def _check_types(spec, build_at):
@@ -382,8 +403,11 @@ def _forward(spec, training, watch=False):
     the names of the batch tensors it wrote into, or with `watch` the first
     write as (name, file, line); None when none. Errors are left for the
     capture to report."""
-    batch = [(w, t.clone()) for w, t in _batch(spec)]
-    xs, target = [t for _, t in batch[:-1]], batch[-1][1]
+    ex = example(spec)
+    batch = [(w, t.clone()) for w, t in ex.described()]
+    n_in = len(ex.input_leaves)
+    xs = ex.args([t for _, t in batch[:n_in]])
+    target = ex.target([t for _, t in batch[n_in:]])
     before = [t._version for _, t in batch]
     mode = _WriteWatch(batch) if watch else contextlib.nullcontext()
     try:

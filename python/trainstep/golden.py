@@ -93,7 +93,7 @@ def _run(parts, batches, seed, grads, noise=None, gen=None):
     for k, (xs, y) in enumerate(batches):
         with rng.stream(torch.tensor(seed), torch.tensor(step0 + k)):
             opt.zero_grad()
-            loss = spec.loss_fn(model(*xs), y)
+            loss = spec.loss_fn(model(*parts.example.args(xs)), parts.example.target([y]))
             loss.backward()
         if grads and k == 0:
             named = dict(model.named_parameters())
@@ -121,13 +121,13 @@ def _run(parts, batches, seed, grads, noise=None, gen=None):
     # batches from 0).
     with torch.no_grad(), rng.stream(torch.tensor(seed), torch.tensor(0), rng.EVAL_KEY_BASE):
         xs, y = batches[0]
-        out = model(*xs)
+        out = model(*parts.example.args(xs))
         leaves, structure = pytree.flatten(out)
         dims = batch.output_dims(leaves, parts.layout, structure.names)
         t_dim = parts.layout.target
         def sample(i):
             one = structure.build([o.narrow(d, i, 1) for o, d in zip(leaves, dims)])
-            return spec.loss_fn(one, y.narrow(t_dim, i, 1))
+            return spec.loss_fn(one, parts.example.target([y.narrow(t_dim, i, 1)]))
         per = torch.stack([sample(i) for i in range(y.shape[t_dim])])
     for i, o in enumerate(leaves):
         obs[f"eval/output{i}"] = o

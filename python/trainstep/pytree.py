@@ -1,8 +1,8 @@
-"""Model outputs of any structure: a tensor, or tuples, lists, dicts,
-namedtuples and dataclasses of them, nested. The eval step returns the
-tensor leaves, each named by its path ("output", "output/0",
-"output/mu", "output/0/h"), and the loss function still receives the
-structure the model built.
+"""Model outputs, inputs and targets of any structure: a tensor, or
+tuples, lists, dicts, namedtuples and dataclasses of them, nested. The
+eval step returns the tensor leaves, each named by its path ("output",
+"output/0", "output/mu", "output/0/h"), and the model and loss function
+still receive the structures the user built (Example: the batch).
 
 torch.utils._pytree is not used: its namedtuple and dataclass support and
 its key paths differ between torch 1.13 and 2.x, and the names here are
@@ -55,3 +55,50 @@ def _walk(obj, path, leaves, names):
     raise TypeError(f"{path} is a {type(obj).__qualname__}; a model output may hold tensors, "
                     "tuples, lists, dicts, namedtuples, dataclasses and plain constants")
 
+
+
+class Example:
+    """The example batch as tensor leaves. Each model input and the target
+    may be any structure flatten() takes (a dict of token ids and masks, a
+    tuple of images); the runtime sees one port per tensor leaf, named by
+    its path: "input0", "input1/mask", "target", "target/labels". A plain
+    tensor keeps the plain name, so a tensor batch's ports are unchanged.
+
+    `args(leaves)` and `target(leaves)` rebuild what model(*args) and
+    loss_fn(output, target) receive from new leaves (traced values, a
+    permuted golden batch, one sample)."""
+
+    def __init__(self, inputs, target):
+        self.input_leaves, self.input_names, self._inputs = [], [], []
+        for i, x in enumerate(inputs):
+            leaves, st = flatten(x, prefix=f"input{i}")
+            self.input_leaves += leaves
+            self.input_names += st.names
+            self._inputs.append((len(leaves), st))
+        self.target_leaves, self._target = flatten(target, prefix="target")
+        self.target_names = self._target.names
+
+    def args(self, leaves):
+        """The model's positional arguments from input leaves."""
+        it, out = iter(leaves), []
+        for n, st in self._inputs:
+            out.append(st.build([next(it) for _ in range(n)]))
+        return tuple(out)
+
+    def target(self, leaves):
+        return self._target.build(list(leaves))
+
+    def described(self):
+        """(what, tensor) of every input leaf, then every target leaf, as
+        messages name them: "example input 0", "example input 1 at mask",
+        "the example target", "the example target at labels"."""
+        def what(name, head, prefix):
+            rest = name[len(prefix):].lstrip("/")
+            return f"{head} at {rest}" if rest else head
+        out = []
+        for name, t in zip(self.input_names, self.input_leaves):
+            i = name.split("/", 1)[0][len("input"):]
+            out.append((what(name, f"example input {i}", f"input{i}"), t))
+        for name, t in zip(self.target_names, self.target_leaves):
+            out.append((what(name, "the example target", "target"), t))
+        return out
