@@ -95,7 +95,7 @@ def _fallbacks():
             A.sgn.default: _sgn, A.select_scatter.default: _select_scatter,
             A.ones.default: _ones, A.triu.default: _triu, A.tril.default: _tril,
             A.fill.Tensor: _fill_tensor, A.zero.default: _zero, A.new_empty.default: _new_empty,
-            A.index.Tensor: _index,
+            A.index.Tensor: _index, A.index_put.default: _index_put,
             A.as_strided_scatter.default: _as_strided_scatter,
             A.var_mean.correction: _var_mean,
             A.var.correction: _var}
@@ -194,6 +194,34 @@ def _index(x, indices):
     merged = x.reshape(*x.shape[:first], -1, *x.shape[first + count:]) if count > 1 else x
     out = merged.index_select(first, flat.reshape(-1))
     return out.reshape(*x.shape[:first], *idx[0].shape, *x.shape[first + count:])
+
+
+def _index_put(x, indices, values, accumulate=False):
+    """x[..., idx_0, idx_1, ...] = values (+= with accumulate) for index
+    tensors on adjacent dims: the runtime's index_put on dim 0 of x with
+    the indexed dims merged and moved first, at the linearised index, and
+    values broadcast to what x[indices] would be. One 1-d index on dim 0
+    with values of that shape is the runtime's own op, as are masks never."""
+    first = next((i for i, t in enumerate(indices) if t is not None), None)
+    tensors = [t for t in indices if t is not None]
+    count = len(tensors)
+    if first is None or any(t is None for t in indices[first:]) \
+            or any(t.dtype in (torch.bool, torch.uint8) for t in tensors):
+        return NotImplemented
+    idx = torch.broadcast_tensors(*tensors) if count > 1 else tensors
+    lead, rest = list(x.shape[:first]), list(x.shape[first + count:])
+    if count == 1 and first == 0 and idx[0].dim() == 1 \
+            and list(values.shape) == list(idx[0].shape) + rest:
+        return NotImplemented
+    flat = torch.zeros_like(idx[0])
+    for t, d in zip(idx, x.shape[first:first + count]):
+        flat = flat * d + torch.where(t < 0, t + d, t)
+    flat = flat.reshape(-1)
+    merged = x.reshape(*lead, -1, *rest).movedim(first, 0)
+    vals = values.to(x.dtype).expand(*lead, *idx[0].shape, *rest)
+    vals = vals.reshape(*lead, flat.numel(), *rest).movedim(first, 0)
+    out = torch.ops.aten.index_put.default(merged, [flat], vals.contiguous(), accumulate)
+    return out.movedim(0, first).reshape(x.shape)
 
 
 def _as_strided_scatter(x, src, size, stride, storage_offset=None):

@@ -18,6 +18,10 @@ every stand-in against the real thing), using only static-shape ops.
   "fast path" is one fused op (_native_multi_head_attention,
   _transformer_encoder_layer_fwd) with no backward and no runtime kernel;
   fast_paths_off(model) makes them take the plain path, as in training.
+- x[:, i, j] = v (torch 1.13): make_fx(functionalize(grad)) of a write
+  through index tensors after full slices fails in 1.13 ("sym_strides()
+  called on an undefined Tensor"); the slices become arange index tensors,
+  which write the same elements (setitem).
 """
 import contextlib
 
@@ -108,6 +112,50 @@ def _mask_as_given(mask, is_causal=None, size=None):
     return is_causal is True
 
 
+_SETITEM_OWN = "__setitem__" in torch.Tensor.__dict__
+_setitem = torch.Tensor.__setitem__
+
+
+def _sliced_index(self, key):
+    """key with its leading full slices as broadcast aranges, when key is
+    (:, ..., :, index tensors...) with integer index tensors; else None."""
+    if not isinstance(key, tuple):
+        return None
+    k = 0
+    while k < len(key) and isinstance(key[k], slice) and key[k] == slice(None):
+        k += 1
+    rest = key[k:]
+    if k == 0 or not rest or not all(
+            isinstance(t, torch.Tensor) and not t.is_floating_point()
+            and t.dtype not in (torch.bool, torch.uint8) for t in rest):
+        return None
+    m = len(torch.broadcast_shapes(*[t.shape for t in rest]))
+    lead = tuple(torch.arange(self.shape[j], device=self.device)
+                 .reshape([self.shape[j]] + [1] * (k - 1 - j + m)) for j in range(k))
+    return lead + tuple(rest)
+
+
+def setitem(self, key, value):
+    """Tensor.__setitem__, with x[:, i, j] = v as x[arange, i, j] = v."""
+    new = _sliced_index(self, key)
+    return _setitem(self, key if new is None else new, value)
+
+
+@contextlib.contextmanager
+def _setitem_on_1_13():
+    if hasattr(torch, "compile"):  # 2.x traces the sliced form
+        yield
+        return
+    torch.Tensor.__setitem__ = setitem
+    try:
+        yield
+    finally:
+        if _SETITEM_OWN:
+            torch.Tensor.__setitem__ = _setitem
+        else:
+            del torch.Tensor.__setitem__
+
+
 @contextlib.contextmanager
 def applied():
     import torch.nn.modules.transformer as T
@@ -121,7 +169,8 @@ def applied():
     if detect is not None:
         T._detect_is_causal_mask = _mask_as_given
     try:
-        yield
+        with _setitem_on_1_13():
+            yield
     finally:
         F.cross_entropy, F.batch_norm, _BatchNorm.forward = saved
         if sdpa is not None:

@@ -70,3 +70,30 @@ def test_patches_are_undone():
     with patches.applied():
         assert F.cross_entropy is patches.cross_entropy
     assert (F.cross_entropy, F.batch_norm, nn.modules.batchnorm._BatchNorm.forward) == saved
+
+
+def test_setitem_through_sliced_index_tensors_writes_what_torch_writes():
+    """patches.setitem (1.13's capture form of x[:, i, j] = v) against
+    Tensor.__setitem__ itself, on random shapes, index shapes and value
+    broadcasts; keys it does not rewrite pass through."""
+    from trainstep import patches
+    g = torch.Generator().manual_seed(3)
+    rewritten = 0
+    for _ in range(40):
+        x = torch.randn(*torch.randint(2, 5, (4,), generator=g).tolist(), generator=g)
+        k = int(torch.randint(1, 3, (1,), generator=g))
+        n = int(torch.randint(1, 3, (1,), generator=g))
+        shape = [int(torch.randint(1, 3, (1,), generator=g)) for _ in range(n)]
+        idx = tuple(torch.randint(-x.shape[k + d], x.shape[k + d], shape, generator=g)
+                    for d in range(2))
+        key = (slice(None),) * k + idx
+        full = x[key].shape
+        for value in (torch.randn(full, generator=g), torch.randn(full[-1:], generator=g), 1.5):
+            want, got = x.clone(), x.clone()
+            want[key] = value
+            patches.setitem(got, key, value)
+            assert torch.equal(got, want), (x.shape, key)
+            rewritten += patches._sliced_index(x, key) is not None
+    assert rewritten == 120
+    for key in (0, (slice(1, None), torch.tensor([0])), (Ellipsis, torch.tensor([1]))):
+        assert patches._sliced_index(x, key) is None
