@@ -43,10 +43,27 @@ bool read_elsewhere(const Function& f, int v, size_t self) {
   return false;
 }
 
+// torch 2.x's decompositions write t(x) as permute(x, [1, 0]); that form
+// becomes aten.t so the folds below see it.
+bool canonicalize_permutes(Function& f) {
+  bool changed = false;
+  for (auto& n : f.nodes) {
+    if (n.dead || n.op != "aten.permute.default" || n.inputs.size() != 1 || n.inputs[0] < 0)
+      continue;
+    const json dims = n.attrs.value("dims", json());
+    if (f.value_types[n.inputs[0]].shape.size() != 2 || dims != json::array({1, 0})) continue;
+    n.op = kT;
+    n.def = nullptr;  // compact() re-resolves it
+    n.attrs = json::object();
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 void fold_transpose(Function& f) {
-  bool changed = false;
+  bool changed = canonicalize_permutes(f);
   // Nodes are in execution order, so a product is rewritten before the t
   // that reads it, and a t before the t or product that reads it.
   for (size_t i = 0; i < f.nodes.size(); ++i) {

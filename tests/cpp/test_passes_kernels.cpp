@@ -161,6 +161,28 @@ TEST(FoldTranspose, BothOperandsChainsAndSharedProducts) {
   expect_same_outputs(before, f, 2);
 }
 
+// torch 2.x writes a linear layer's t(w) as permute(w, [1, 0]): it folds
+// like aten.t; a 3-d permute, and one the product does not read, stay.
+TEST(FoldTranspose, TwoDimPermutesFoldLikeT) {
+  Builder b;
+  int x = b.input("x", F({5, 3})), w = b.input("w", F({4, 3}));
+  int y = b.input("y", F({2, 3, 4}));
+  int pw = b.node("permute", "aten.permute.default", {w}, F({3, 4}), {{"dims", {1, 0}}});
+  int m = b.node("mm", "aten.mm.default", {x, pw}, F({5, 4}));
+  int p3 = b.node("permute_1", "aten.permute.default", {y}, F({4, 3, 2}), {{"dims", {2, 1, 0}}});
+  int px = b.node("permute_2", "aten.permute.default", {x}, F({3, 5}), {{"dims", {1, 0}}});
+  for (int v : {m, p3, px}) b.output(v);
+  Function before = b.done(), f = before;
+  ts::fold_transpose(f);
+  std::vector<std::string> want = {
+      R"(%mm = trainstep.matmul(%x, %w, {"trans_a":false,"trans_b":true}))",
+      R"(%permute_1 = aten.permute.default(%y, {"dims":[2,1,0]}))",
+      "%permute_2 = aten.t.default(%x)",
+  };
+  EXPECT_EQ(dump(f), want);
+  expect_same_outputs(before, f, 3);
+}
+
 TEST(FoldTranspose, NothingToFoldLeavesTheFunction) {
   Builder b;
   int x = b.input("x", F({2, 3})), w = b.input("w", F({3, 4}));
