@@ -290,8 +290,9 @@ void Session::check_batch(const Function& f, const std::vector<Tensor>& inputs,
          std::to_string(inputs.size()));
   for (size_t i = 0; i < slots.size(); ++i)
     if (!has_type(inputs[i], f.inputs[slots[i]].type) || !inputs[i].data)
-      fail(std::string(fn) + ": input " + std::to_string(i) + " is " + inputs[i].type().str() +
-           ", expected " + f.inputs[slots[i]].type.str() + " (the artifact's batch)");
+      fail(std::string(fn) + ": input " + std::to_string(i) + " (" + f.inputs[slots[i]].name +
+           ") is " + inputs[i].type().str() + ", expected " + f.inputs[slots[i]].type.str() +
+           " (the artifact's batch)");
   if (!has_type(target, f.inputs[target_slot].type) || !target.data)
     fail(std::string(fn) + ": target is " + target.type().str() + ", expected " +
          f.inputs[target_slot].type.str());

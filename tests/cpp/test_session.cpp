@@ -46,7 +46,7 @@ TEST(Session, RejectsABatchOfTheWrongShape) {
   auto s = ts::Session::open(write_tiny_artifact(make_temp_dir()));
   HostTensor x(DType::F32, {3, 4}), y(DType::I64, {2}), yf(DType::F32, {2});
   EXPECT_EQ(error_of([&] { s->train_step({x.view}, y.view); }),
-            "train_step: input 0 is float32[3, 4], expected float32[2, 4] (the artifact's batch)");
+            "train_step: input 0 (input0) is float32[3, 4], expected float32[2, 4] (the artifact's batch)");
   HostTensor x2(DType::F32, {2, 4});
   EXPECT_EQ(error_of([&] { s->train_step({x2.view}, yf.view); }),
             "train_step: target is float32[2], expected int64[2]");

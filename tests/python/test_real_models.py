@@ -6,6 +6,7 @@ Patterns covered (issue 13's table):
   init_hidden_lm      word_language_model's init_hidden: next(self.parameters()).new_zeros
   super_resolution    super_resolution's nn.PixelShuffle net
   structured_outputs  a dict, a namedtuple and a dataclass returned by forward
+  structured_inputs   a dict batch, a tuple of features and a dict target
   examples/vae        pytorch/examples' VAE returning (recon, mu, logvar)
   channel_dropout     nn.Dropout2d/Dropout1d/AlphaDropout on the Philox stream
   activations         LeakyReLU, PReLU, ELU, SELU, CELU, Softplus, Mish, SiLU,
@@ -26,6 +27,8 @@ Patterns covered (issue 13's table):
                       LM, batch_dims=1 declared (trains from text in
                       test_seq_models.py)
   double_lstm         time_sequence_prediction's float64 LSTMCell loop
+  scatter_grid        writes through two index tensors: grid[:, rows, cols] = t
+                      and index_put(..., accumulate=True) with repeats
   pads, upsampling, conv_variants
                       reflection/replication/constant pads, repeat, cumsum;
                       nearest/bilinear upsampling, avg and adaptive pools;
@@ -63,7 +66,7 @@ def _eval_outputs(path):
                                   "activations", "upsampling", "pads", "style_transfer",
                                   "frozen_adagrad", "rnn_last_step",
                                   "stochastic_depth", "window_mask",
-                                  "seq_first_gru", "conv_variants"])
+                                  "seq_first_gru", "conv_variants", "scatter_grid"])
 def test_verifies(tmp_path, name):
     _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
 
@@ -78,6 +81,42 @@ def test_structured_outputs(tmp_path, monkeypatch, kind):
     assert _eval_outputs(out) == names
     for n in names:
         assert f"eval {n} " in text, text
+
+
+def _ports(path, fn="train_step"):
+    from trainstep import safetensors_io
+    _, meta = safetensors_io.load(str(path))
+    return json.loads(meta["program"])["functions"][fn]["inputs"]
+
+
+def test_structured_inputs(tmp_path):
+    """A dict batch (ids, mask and a str option), a tuple of features and a
+    dict target: one port per tensor leaf, named by its path; the str stays
+    a constant of the capture."""
+    out, _ = _export_verify(tmp_path, os.path.join(REAL, "structured_inputs.py"))
+    for fn in ("train_step", "eval_step"):
+        data = [(p["name"], p["role"], p.get("index")) for p in _ports(out, fn)
+                if p["role"] in ("input", "target")]
+        assert data == [("input0/ids", "input", 0), ("input0/mask", "input", 1),
+                        ("input1/0", "input", 2), ("target/label", "target", None)]
+
+
+    # The datasets feed one input tensor: `train --data` says so, by port.
+    p = run("train", out, "--data", "fashion-mnist", "--max-batches", 1, check=False)
+    assert p.returncode != 0
+    assert ("train_step takes 3 model input tensors (input0/ids, input0/mask, input1/0), "
+            "and the datasets feed one") in p.stderr, p.stderr
+
+
+def test_structured_target_with_two_tensors_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("TARGETS", "2")
+    spec = os.path.join(REAL, "structured_inputs.py")
+    p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
+    assert p.returncode != 0
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "structured_inputs.py:" in err
+    assert "the example target holds 2 tensors (target/label, target/weight)" in err
 
 
 def test_vae_returns_its_tuple(tmp_path):
@@ -358,6 +397,43 @@ def test_index_decomposition_matches_torch():
                 indices = [None] * first + idx
                 got = _decomposed(A.index.Tensor)(x, indices)
                 assert torch.equal(got, A.index.Tensor(x, indices)), (x.shape, first, count)
+
+
+def test_index_put_decomposition_matches_torch():
+    """x[i, j] = v and x[:, i] += v: index tensors on adjacent dims,
+    broadcast against each other, negative indices, values broadcast to the
+    indexed shape; duplicates only with accumulate (torch leaves their order
+    unspecified otherwise). One 1-d index on dim 0 with full values is the
+    runtime's own op, which the decomposition hands back."""
+    g = torch.Generator().manual_seed(12)
+    index_put = _decomposed(A.index_put.default)
+    checked = 0
+    for _ in range(30):
+        x = torch.randn(*torch.randint(2, 5, (3,), generator=g).tolist(), generator=g)
+        for first in (0, 1):
+            for count in (1, 2):
+                if first + count > x.dim():
+                    continue
+                dims = x.shape[first:first + count]
+                for accumulate in (False, True):
+                    n = int(torch.randint(1, min(dims) + 1, (1,), generator=g))
+                    if accumulate:
+                        idx = [torch.randint(-d, d, (n,), generator=g) for d in dims]
+                    else:  # distinct positions: one permutation per dim
+                        idx = [torch.randperm(d, generator=g)[:n] - d * (k % 2)
+                               for k, d in enumerate(dims)]
+                    indices = [None] * first + idx
+                    full = A.index.Tensor(x, indices).shape
+                    for values in (torch.randn(full, generator=g),
+                                   torch.randn(full[-1:], generator=g), torch.tensor(2.5)):
+                        got = index_put(x, indices, values, accumulate)
+                        if got is NotImplemented:
+                            assert first == 0 and count == 1 and values.shape == full
+                            continue
+                        want = A.index_put.default(x, indices, values, accumulate)
+                        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+                        checked += 1
+    assert checked > 100
 
 
 def test_as_strided_scatter_decomposition_matches_torch():
