@@ -98,10 +98,6 @@ class Tolerance {
     if (!floor_.count("float32")) bad("floor has no float32 entry");
     for (const auto& [k, v] : c.at("spread").items()) spread_[k] = number(v, "spread." + k);
     rounds_ = c.value("rounds", 0);
-    // Where the noise went ("grads", "params", "outputs"), for the message.
-    if (c.contains("noise") && c.at("noise").is_array())
-      for (const auto& n : c.at("noise"))
-        if (n.is_string()) noise_ += (noise_.empty() ? "" : ", ") + n.get<std::string>();
     calibrated_ = true;
   }
 
@@ -133,9 +129,9 @@ class Tolerance {
       }
       std::snprintf(line, sizeof line,
                     "tolerance per value: max(floor, %g x eager's own spread), calibrated at "
-                    "export (%d round(s) of one-rounding noise on %s); "
+                    "export (%d round(s) of one-rounding noise on gradients and on parameters); "
                     "floor %s; --tol overrides",
-                    factor_, rounds_, noise_.empty() ? "?" : noise_.c_str(), floors.c_str());
+                    factor_, rounds_, floors.c_str());
     }
     return line;
   }
@@ -145,7 +141,6 @@ class Tolerance {
   bool calibrated_ = false;
   double factor_ = 0;
   int rounds_ = 0;
-  std::string noise_;
   std::map<std::string, double> floor_, spread_;
 };
 

@@ -6,10 +6,8 @@ torch.optim, not our functional rewrite, produce the expected numbers.
 
 It also calibrates verify's tolerance: the same eager steps are rerun with
 noise of one rounding (the dtype's epsilon relative to each tensor's largest
-magnitude) on the gradients, on the initial parameters, or on every leaf
-module's output (as a different summation order inside a convolution or
-matmul adds: it moves pre-activations across ReLU's kink and max-pool's
-ties, which BatchNorm over a small batch then amplifies). How far eager then moves from itself, per compared
+magnitude) on the gradients or on the initial parameters, as a different
+summation order adds. How far eager then moves from itself, per compared
 value, is the "spread"; verify allows FACTOR times it, never less than the
 dtype's FLOOR. A reimplementation cannot match eager more closely than eager
 matches itself, and a wrong rule (an optimizer update off by a percent)
@@ -25,7 +23,7 @@ from . import batch, pytree, rng
 
 FACTOR = 10.0
 FLOOR = {"float32": 1e-4, "float64": 1e-9}
-NOISE = ("grads", "params", "outputs")  # one trial of each per round
+NOISE = ("grads", "params")  # one trial of each per round
 ROUNDS = 2
 # A value whose noisy runs differ by its whole scale (or go non-finite) is
 # chaotic: its check is then only as strict as FACTOR x its scale.
@@ -57,29 +55,12 @@ def eager_copy(parts):
     return copy.deepcopy((spec.model, spec.optimizer))
 
 
-def _noise(t, gen):
-    """One rounding's worth of Gaussian noise at t's largest magnitude."""
-    eps = torch.finfo(t.dtype).eps
-    return eps * t.detach().abs().max() * torch.randn(t.shape, generator=gen, dtype=t.dtype)
-
-
 def _jitter(t, gen):
-    """t plus _noise."""
+    """t plus one rounding's worth of noise at its largest magnitude."""
     if not t.is_floating_point() or t.numel() == 0:
         return t
-    return t + _noise(t, gen)
-
-
-def _jitter_outputs(model, gen):
-    """Every leaf module's tensor output (forward, train and eval) plus
-    _jitter; a constant shift, so gradients pass through unchanged."""
-    def hook(module, args, out):
-        if isinstance(out, torch.Tensor) and out.is_floating_point() and out.numel():
-            return out + _noise(out, gen)
-        return None
-    for m in model.modules():
-        if not any(True for _ in m.children()):
-            m.register_forward_hook(hook)
+    eps = torch.finfo(t.dtype).eps
+    return t + eps * t.detach().abs().max() * torch.randn(t.shape, generator=gen, dtype=t.dtype)
 
 
 def _state(parts, model, opt, step):
@@ -97,13 +78,10 @@ def _run(parts, batches, seed, grads, noise=None, gen=None):
       loss/K, grad/P (step 0, before clipping; when grads), after0/S (state
       after step 0) and delta/S (after0/S minus the start), state/S
       (final), eval/outputI, eval/sample_loss.
-    noise "grads", "params" or "outputs" adds _jitter there (drawn from
-    gen)."""
+    noise "grads" or "params" adds _jitter there (drawn from gen)."""
     spec = parts.spec
     model, opt = eager_copy(parts)
     model.train()
-    if noise == "outputs":
-        _jitter_outputs(model, gen)
     if noise == "params":
         with torch.no_grad():
             for p in model.parameters():
