@@ -201,7 +201,8 @@ def _index_put(x, indices, values, accumulate=False):
     tensors on adjacent dims: the runtime's index_put on dim 0 of x with
     the indexed dims merged and moved first, at the linearised index, and
     values broadcast to what x[indices] would be. One 1-d index on dim 0
-    with values of that shape is the runtime's own op, as are masks never."""
+    with values of that shape is the runtime's own op; a mask index stays
+    whole (data-dependent: the capture refuses it)."""
     first = next((i for i, t in enumerate(indices) if t is not None), None)
     tensors = [t for t in indices if t is not None]
     count = len(tensors)
