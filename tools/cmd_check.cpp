@@ -60,10 +60,13 @@ void add_check(CLI::App& app, Action& action) {
                     path->c_str(), a.program.name.c_str(), a.program.functions.size(),
                     sizes.c_str(), what.c_str());
       } else if (format == ts::kCheckpointFormat) {
-        ts::ResumePoint rp = ts::read_resume_point(st.metadata, *path);
-        const std::string head = *path + ": checkpoint of model '" + meta_of(st, "model") +
-                                 "' at step " + meta_of(st, "step") + " (epoch " +
-                                 std::to_string(rp.epoch) + "), " + sizes + ": " + integrity(st);
+        const ts::CheckpointMeta m = ts::parse_checkpoint_metadata(st.metadata, *path);
+        const std::string where =
+            m.run ? " (epoch " + std::to_string(ts::resume_position(m, *path).epoch) + ")"
+                  : " (saved outside train)";
+        const std::string head = *path + ": checkpoint of model '" + m.model + "' at step " +
+                                 std::to_string(m.step) + where + ", " + sizes + ": " +
+                                 integrity(st);
         std::string fits;
         if (!art->empty()) {
           auto s = ts::Session::open(*art);

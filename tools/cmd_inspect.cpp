@@ -85,8 +85,8 @@ void add_inspect(CLI::App& app, Action& action) {
         std::printf("\nfunction %s: %zu inputs, %zu outputs, %zu nodes\n", name.c_str(),
                     f.inputs.size(), f.outputs.size(), f.nodes.size());
         std::map<std::string, int> roles_in, roles_out;
-        for (const auto& in : f.inputs) roles_in[in.role]++;
-        for (const auto& o : f.outputs) roles_out[o.role]++;
+        for (const auto& in : f.inputs) roles_in[ts::role_name(in.role)]++;
+        for (const auto& o : f.outputs) roles_out[ts::role_name(o.role)]++;
         std::printf("  inputs:");
         for (auto& [r, n] : roles_in) std::printf(" %s×%d", r.c_str(), n);
         std::printf("\n  outputs:");

@@ -157,7 +157,7 @@ void add_eval(CLI::App& app, Action& action) {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
       note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
-      if (!ckpt->empty()) note_if_unchecked(*ckpt, ts::has_checksums(s->load_checkpoint(*ckpt)));
+      if (!ckpt->empty()) note_if_unchecked(*ckpt, s->load_checkpoint(*ckpt).checksummed);
       auto te = ts::open_dataset(c->data, ts::Split::Test);
       print_eval("test", ts::evaluate(*s, *te));
       return 0;

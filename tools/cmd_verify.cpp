@@ -163,13 +163,14 @@ std::string trace_step0(const ts::Artifact& a, double tol, int threads, bool qui
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const ts::Port& p = f.inputs[i];
     void* data = nullptr;
-    if (p.role == "state") data = a.tensor("state/" + p.state).view.data;
-    else if (p.role == "lr") data = p.type.dtype == ts::DType::F64 ? static_cast<void*>(&lr64) : &lr32;
-    else if (p.role == "rng_seed") data = &seed;
-    else if (p.role == "rng_offset") data = &offset;
-    else if (p.role == "input") data = a.tensor("golden/step0/input" + std::to_string(p.index)).view.data;
-    else if (p.role == "target") data = a.tensor("golden/step0/target").view.data;
-    else ts::fail(a.path + ": train_step input '" + p.name + "' has unknown role '" + p.role + "'");
+    if (p.role == ts::Role::State) data = a.tensor("state/" + p.state).view.data;
+    else if (p.role == ts::Role::Lr) data = p.type.dtype == ts::DType::F64 ? static_cast<void*>(&lr64) : &lr32;
+    else if (p.role == ts::Role::RngSeed) data = &seed;
+    else if (p.role == ts::Role::RngOffset) data = &offset;
+    else if (p.role == ts::Role::Input) data = a.tensor("golden/step0/input" + std::to_string(p.index)).view.data;
+    else if (p.role == ts::Role::Target) data = a.tensor("golden/step0/target").view.data;
+    else ts::fail(a.path + ": train_step input '" + p.name + "' has role '" + ts::role_name(p.role) +
+                  "', which a train_step does not take");
     ex.bind_input(static_cast<int>(i), data);
   }
   std::string first;
@@ -253,7 +254,7 @@ void add_verify(CLI::App& app, Action& action) {
       s->set_lr(g.value("lr", s->lr()));
       const ts::Function& tf = a.program.function("train_step");
       int n_in = 0;
-      for (const auto& p : tf.inputs) n_in += p.role == "input";
+      for (const auto& p : tf.inputs) n_in += p.role == ts::Role::Input;
 
       // name: what the line says; key: the value's calibration key.
       auto check = [&](const std::string& name, const std::string& key, const ts::Tensor& got,

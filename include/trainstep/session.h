@@ -15,10 +15,13 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "passes/pipeline.h"
+#include "trainstep/checkpoint.h"
+#include "trainstep/error.h"
+#include "trainstep/options.h"
 #include "trainstep/tensor.h"
 
 namespace ts {
@@ -27,8 +30,9 @@ struct Artifact;
 struct SafeTensors;
 struct Program;
 struct StateSpec;
-struct Function;
 class Executor;
+class BoundStep;
+enum class StepKind : int;
 
 // What a training step does when the loss or a new state tensor is NaN or
 // inf. Checked after every train_step and apply_grads: the loss, then each
@@ -71,6 +75,10 @@ class Session {
   const Program& program() const;
   const Artifact& artifact() const { return *artifact_; }
   int64_t batch_size() const;
+  // What train_step and eval_step take: the model inputs' types, by input
+  // index, and the target's (the artifact's example batch).
+  std::vector<TensorType> input_types() const;
+  TensorType target_type() const;
 
   // State: parameters, buffers and optimizer state, by name.
   std::vector<std::string> state_names() const;
@@ -106,14 +114,14 @@ class Session {
   // Every output tensor of the model, in order, with its path in the
   // model's output structure: "output" for a lone tensor, "output/0",
   // "output/mu", ... for tuples, dicts, namedtuples and dataclasses.
-  int eval_output_count() const { return int(eval_outputs_.size()); }
+  int eval_output_count() const;
   const std::string& eval_output_name(int i) const;
   const Tensor& eval_output(int i) const;
   const Tensor& eval_sample_loss() const;  // loss of each sample, [batch]
 
   // Gradient accumulation and gradients by name, for artifacts exported with
   // grad_step/apply_step (`trainstep export --grads`; fails otherwise).
-  bool has_grad_functions() const { return grad_ != nullptr; }
+  bool has_grad_functions() const;
   // Forward and backward on one batch, no update: adds the gradients into
   // the session's accumulators and updates buffers (BatchNorm stats) as
   // train_step does; returns the loss. Micro-batch k after the last apply
@@ -139,32 +147,31 @@ class Session {
 
   // Per-node timing of train_step (see Executor::set_profiling).
   void set_profiling(bool on);
-  const Executor& train_executor() const { return *train_; }
+  const Executor& train_executor() const;
   // Bytes the session holds for state, gradient accumulators and the steps'
   // arenas (what SessionOptions::max_memory bounds).
   size_t memory_bytes() const;
 
   // Checkpoint: state under PyTorch state_dict names plus `optim/…`, and
-  // metadata (step, seed, lr, skipped steps, plus `extra`). Written
-  // atomically (temp file, fsync, rename).
+  // metadata (trainstep/checkpoint.h): the session's step, seed, LR and
+  // skipped steps, where a training run stands (`run`, as ts::train writes
+  // it), and the caller's own `extra` keys. Written atomically (temp file,
+  // fsync, rename).
   void save_checkpoint(const std::string& path,
+                       const std::optional<RunPosition>& run = std::nullopt,
                        const std::map<std::string, std::string>& extra = {}) const;
-  // Restores state, step, seed and lr; returns the checkpoint's metadata.
-  std::map<std::string, std::string> load_checkpoint(const std::string& path);
+  // Restores state, step, seed and LR, and returns the checkpoint's
+  // metadata. Everything is checked first: a bad or mismatched file throws
+  // ts::Error naming it and leaves the session as it was.
+  CheckpointMeta load_checkpoint(const std::string& path);
   // The same from a file already read (and its checksums checked).
-  std::map<std::string, std::string> load_checkpoint(const std::string& path, SafeTensors ck);
+  CheckpointMeta load_checkpoint(const std::string& path, SafeTensors ck);
 
  private:
-  void check_batch(const Function& f, const std::vector<Tensor>& inputs, const Tensor& target,
-                   const std::vector<int>& slots, int target_slot) const;
-
-  // New state from `ex`'s outputs back into the state tensors.
-  void copy_out_state(const Executor& ex, const std::vector<std::pair<int, Tensor*>>& outs);
-  void bind_runtime_inputs(Executor& ex);
-  // "" if ex's loss output (loss >= 0) and the outputs in `outs` are all
-  // finite, else which one is not (no allocation when all are).
-  std::string find_nonfinite(const Executor& ex, int loss,
-                             const std::vector<std::pair<int, Tensor*>>& outs) const;
+  BoundStep* find_step(StepKind k) const;  // null when the artifact has none
+  BoundStep& step(StepKind k) const;       // the train or eval step (always there)
+  // New state from a step's outputs back into the state tensors.
+  void copy_out_state(const BoundStep& b, const std::vector<std::pair<int, Tensor*>>& outs);
   // After an optimizer step whose results failed the check: throws (Stop)
   // or counts the skip (Skip), keeping the state. The step counter advances.
   void on_nonfinite(const std::string& what);
@@ -175,27 +182,13 @@ class Session {
   SessionOptions opts_;
   std::vector<std::string> names_;
   std::map<std::string, HostTensor> state_;
-  std::unique_ptr<Function> train_fn_, eval_fn_;  // optimised copies the executors run
-  std::unique_ptr<Executor> train_, eval_;
+  std::map<std::string, HostTensor> grads_;  // accumulators, by parameter name (grad_step)
+  std::map<StepKind, std::unique_ptr<BoundStep>> steps_;
   HostTensor lr_t_, seed_t_, step_t_, eval_offset_t_;
   double lr_ = 0;
   int64_t seed_ = 0, step_ = 0, skipped_ = 0, eval_offset_ = 0;
   bool last_skipped_ = false;
   bool skip_pending_ = false;  // a micro-batch since the last apply was not finite
-  // Signature slots, resolved once.
-  std::vector<int> train_inputs_, eval_inputs_;
-  int train_target_ = -1, eval_target_ = -1, train_loss_ = -1;
-  int eval_sample_loss_ = -1;
-  std::vector<int> eval_outputs_;  // eval_step output slots of role "output", by index
-  int eval_output_slot(int i) const;  // eval_outputs_[i], range-checked
-  std::vector<std::pair<int, Tensor*>> train_state_out_;  // output index -> state tensor
-  // grad_step / apply_step (null when the artifact has none).
-  std::unique_ptr<Function> grad_fn_, apply_fn_;
-  std::unique_ptr<Executor> grad_, apply_;
-  std::map<std::string, HostTensor> grads_;  // accumulators, by parameter name
-  std::vector<std::pair<int, Tensor*>> grad_state_out_, apply_state_out_, grad_out_;
-  std::vector<int> grad_inputs_;
-  int grad_target_ = -1, grad_loss_ = -1;
   int64_t micro_ = 0, accumulation_ = 1;
   size_t state_bytes_ = 0, grads_bytes_ = 0;
   Buffer staging_;  // see copy_out_state

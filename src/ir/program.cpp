@@ -1,5 +1,6 @@
 #include "ir/program.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace ts {
@@ -69,7 +70,9 @@ std::string source_str(const json& s) {
 
 Port read_port(const Reader& r, const json& j, const std::string& where, bool is_input) {
   Port p;
-  p.role = r.str(j, "role", where);
+  const std::string role = r.str(j, "role", where);
+  if (!parse_role(role, &p.role))
+    r.fail(where, "unknown role '" + role + "' (expected one of " + role_names() + ")");
   if (is_input) p.name = r.str(j, "name", where);
   else if (j.contains("name")) p.name = r.str(j, "name", where);
   if (j.contains("state")) p.state = r.str(j, "state", where);
@@ -167,17 +170,31 @@ Function read_function(const Reader& r, const std::string& fname, const json& j)
 
 }  // namespace
 
-int Function::find_input(const std::string& role, const std::string& state) const {
+int Function::find_input(Role role, const std::string& state) const {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].role == role && (state.empty() || inputs[i].state == state)) return int(i);
   return -1;
 }
 
-int Function::find_output(const std::string& role, const std::string& state) const {
+int Function::find_output(Role role, const std::string& state) const {
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs[i].role == role && (state.empty() || outputs[i].state == state)) return int(i);
   return -1;
 }
+
+namespace {
+std::vector<int> ports_of(const std::vector<Port>& ports, Role role) {
+  std::vector<int> r;
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (ports[i].role == role) r.push_back(static_cast<int>(i));
+  std::stable_sort(r.begin(), r.end(),
+                   [&](int a, int b) { return ports[a].index < ports[b].index; });
+  return r;
+}
+}  // namespace
+
+std::vector<int> Function::inputs_of(Role role) const { return ports_of(inputs, role); }
+std::vector<int> Function::outputs_of(Role role) const { return ports_of(outputs, role); }
 
 const Function& Program::function(const std::string& n) const {
   auto it = functions.find(n);
@@ -247,7 +264,7 @@ Program parse_program(const json& j, const std::string& what) {
     r.fail("top level", "grad_step and apply_step come together (one is missing)");
   for (auto& [name, f] : p.functions) {
     for (const auto& port : f.inputs) {
-      if (port.role != "state" && port.role != "grad") continue;
+      if (port.role != Role::State && port.role != Role::Grad) continue;
       const StateSpec* s = p.find_state(port.state);
       if (!s) r.fail("function '" + name + "'", "input for unknown state '" + port.state + "'");
       if (s->type != port.type)

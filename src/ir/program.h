@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "trainstep/tensor.h"
+#include "ir/role.h"
 #include "ops/op.h"
+#include "trainstep/tensor.h"
 
 namespace ts {
 
@@ -28,8 +29,8 @@ struct Node {
 // One input or output of a function's signature.
 struct Port {
   std::string name;   // value name (inputs); for outputs the model output's path ("output/mu"), or ""
-  std::string role;   // state | lr | rng_seed | rng_offset | input | target | loss | output | sample_loss
-  std::string state;  // state tensor name, for role "state"
+  Role role = Role::Input;
+  std::string state;  // state tensor name, for roles state and grad
   int index = 0;      // model input/output index, for role input/output
   int batch_dim = 0;  // the dim holding the batch's samples (input, target, output)
   TensorType type;
@@ -44,8 +45,11 @@ struct Function {
   std::vector<TensorType> value_types;
   std::vector<int> producer;  // value id -> node index, -1 for function inputs
 
-  int find_input(const std::string& role, const std::string& state = "") const;  // -1 if none
-  int find_output(const std::string& role, const std::string& state = "") const;
+  int find_input(Role role, const std::string& state = "") const;  // -1 if none
+  int find_output(Role role, const std::string& state = "") const;
+  // The ports of `role`, by their model index (inputs, outputs).
+  std::vector<int> inputs_of(Role role) const;
+  std::vector<int> outputs_of(Role role) const;
 };
 
 struct StateSpec {

@@ -10,7 +10,7 @@ namespace ts {
 namespace {
 
 std::string port_attrs(const Port& p, bool output) {
-  std::string s = "{role=" + p.role;
+  std::string s = std::string("{role=") + role_name(p.role);
   if (!p.state.empty()) s += ", state=" + p.state;
   if (p.index != 0) s += ", index=" + std::to_string(p.index);
   if (p.batch_dim != 0) s += ", batch_dim=" + std::to_string(p.batch_dim);
@@ -88,11 +88,16 @@ struct Cursor {
   // `{role=R, state=S, index=I, batch_dim=B}`, and on outputs `name=N`
   void port_attrs(Port& port, bool output) {
     expect('{');
+    bool has_role = false;
     do {
       std::string k = word();
       expect('=');
       std::string v = word();
-      if (k == "role") port.role = v;
+      if (k == "role") {
+        if (!parse_role(v, &port.role))
+          fail("unknown role '" + v + "' (expected one of " + role_names() + ")");
+        has_role = true;
+      }
       else if (k == "state") port.state = v;
       else if (k == "index") port.index = std::atoi(v.c_str());
       else if (k == "batch_dim") {
@@ -105,7 +110,7 @@ struct Cursor {
       else fail("unknown port attribute '" + k + "'");
     } while (eat(','));
     expect('}');
-    if (port.role.empty()) fail("port without a role");
+    if (!has_role) fail("port without a role");
   }
 };
 

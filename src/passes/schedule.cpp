@@ -37,8 +37,8 @@ void schedule_updates_early(Function& f) {
       if (v >= 0 && f.producer[v] >= 0) deps[i].push_back(f.producer[v]);
   for (const Port& o : f.outputs) {
     const int t = f.producer[o.value];
-    if (o.role != "state" || t < 0 || !eager[t]) continue;
-    const int in = f.find_input("state", o.state);
+    if (o.role != Role::State || t < 0 || !eager[t]) continue;
+    const int in = f.find_input(Role::State, o.state);
     if (in < 0) continue;
     for (int r : readers[f.inputs[in].value])
       if (r != t) deps[t].push_back(r);

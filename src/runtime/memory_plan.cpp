@@ -57,8 +57,8 @@ MemoryPlan plan_memory(const Function& f, bool inplace, bool donate) {
     std::vector<bool> taken(nv, false);  // state inputs already donated
     for (size_t oi = 0; oi < f.outputs.size(); ++oi) {
       const Port& o = f.outputs[oi];
-      if (o.role != "state") continue;
-      int ii = f.find_input("state", o.state);
+      if (o.role != Role::State) continue;
+      int ii = f.find_input(Role::State, o.state);
       if (ii < 0) continue;
       const int w = f.inputs[ii].value, w2 = o.value;
       const int at = producer[w2];

@@ -22,14 +22,14 @@ namespace {
 // A prefetcher shaped like `fn`'s model input and target.
 std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const Batcher& data) {
   const Function& f = s.program().function(fn);
-  int xi = f.find_input("input"), yi = f.find_input("target");
+  int xi = f.find_input(Role::Input), yi = f.find_input(Role::Target);
   if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
   // The datasets hand over one image or token tensor per sample; a model
   // taking several input tensors (a dict batch) is fed through the API.
   std::string names;
   int n_in = 0;
   for (const Port& p : f.inputs)
-    if (p.role == "input") names += (n_in++ ? ", " : "") + p.name;
+    if (p.role == Role::Input) names += (n_in++ ? ", " : "") + p.name;
   if (n_in != 1)
     fail(std::string(fn) + " takes " + std::to_string(n_in) + " model input tensors (" + names +
          "), and the datasets feed one; feed such a step through the C++ API "
@@ -38,12 +38,6 @@ std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const B
   const Port& y = f.inputs[yi];
   data.check(batch_major(x.type, x.batch_dim), batch_major(y.type, y.batch_dim));
   return std::make_unique<Prefetcher>(data, x.type, y.type, x.batch_dim, y.batch_dim);
-}
-
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
 }
 
 }  // namespace
@@ -57,7 +51,7 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   // token for a language model): accuracy is argmax over the output's last
   // dim. Float targets (regression) have no accuracy.
   const Function& f = s.program().function("eval_step");
-  const Port& yp = f.inputs[f.find_input("target")];
+  const Port& yp = f.inputs[f.find_input(Role::Target)];
   const TensorType& yt = yp.type;
   r.has_accuracy = yt.dtype == DType::I64;
   // Label k belongs to sample (k / per_sample) % batch: the target's dims
@@ -94,59 +88,14 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   return r;
 }
 
-ResumePoint read_resume_point(const std::map<std::string, std::string>& meta,
-                              const std::string& path) {
-  auto get = [&](const char* k) -> const std::string& {
-    auto it = meta.find(k);
-    if (it == meta.end()) fail(path + ": checkpoint metadata lacks '" + k + "'");
-    return it->second;
-  };
-  auto opt = [&](const char* k, const char* dflt) {
-    auto it = meta.find(k);
-    return it == meta.end() ? std::string(dflt) : it->second;
-  };
-  auto whole = [&](const std::string& v, auto parse) {
-    size_t pos = 0;
-    auto r = parse(v, &pos);
-    if (pos != v.size()) throw std::invalid_argument(v);
-    return r;
-  };
-  auto to_int = [&](const std::string& v) {
-    return whole(v, [](const std::string& x, size_t* p) { return std::stoll(x, p); });
-  };
-  auto to_double = [&](const std::string& v) {
-    return whole(v, [](const std::string& x, size_t* p) { return std::stod(x, p); });
-  };
-  ResumePoint r;
-  r.checksummed = has_checksums(meta);
+RunPosition resume_position(const CheckpointMeta& m, const std::string& path) {
+  if (!m.run) fail(path + ": checkpoint metadata lacks 'epoch' (it was not saved by train)");
   try {
-    r.epoch = to_int(get("epoch"));
-    r.batch = to_int(opt("data_position", "0"));  // absent before mid-epoch checkpoints
-    r.base_lr = to_double(get("base_lr"));
-    r.epoch_loss_sum = to_double(opt("epoch_loss_sum", "0"));
-    r.epoch_loss_count = to_int(opt("epoch_loss_count", "0"));
-    r.accumulate = to_int(opt("accumulate", "1"));
-  } catch (const std::logic_error&) {
-    fail(path + ": checkpoint metadata has a malformed epoch, data_position, base_lr, epoch loss "
-                "or accumulate");
-  }
-  if (r.accumulate < 1)
-    fail(path + ": checkpoint metadata has accumulate " + std::to_string(r.accumulate) +
-         " (must be at least 1)");
-  if (r.epoch < 0 || r.batch < 0 || r.epoch_loss_count < 0 || r.epoch_loss_count > r.batch)
-    fail(path + ": checkpoint metadata has a negative epoch or data position");
-  if (!std::isfinite(r.base_lr)) fail(path + ": checkpoint metadata has a non-finite base_lr");
-  r.lr_schedule = get("lr_schedule");
-  try {
-    LrSchedule::parse(r.lr_schedule);
+    LrSchedule::parse(m.run->lr_schedule);
   } catch (const Error& e) {
     fail(path + ": checkpoint has a bad LR schedule: " + e.what());
   }
-  // Checkpoints from before per-step schedules have no unit: they were per epoch.
-  r.lr_schedule_unit = opt("lr_schedule_unit", "epoch");
-  if (r.lr_schedule_unit != "epoch" && r.lr_schedule_unit != "step")
-    fail(path + ": checkpoint has a bad LR schedule unit '" + r.lr_schedule_unit + "'");
-  return r;
+  return *m.run;
 }
 
 namespace {
@@ -170,15 +119,15 @@ void skip_warning(const std::string& path, const std::string& error) {
 // that loads and resumes cleanly; a bad one is skipped with a warning.
 // Returns "" (session untouched) when there is none.
 std::string resume_auto(Session& s, const std::string& dir, const std::string& save,
-                        ResumePoint& rp) {
+                        RunPosition& rp, bool& checksummed) {
   std::vector<std::pair<Position, std::string>> found;
   std::vector<std::string> paths = list_checkpoints(dir);
   if (!save.empty() && ::access(save.c_str(), F_OK) == 0) paths.push_back(save);
   for (const auto& p : paths) {
     try {
-      auto meta = read_safetensors_metadata(p);
-      ResumePoint r = read_resume_point(meta, p);
-      found.push_back({{std::stoll(meta.at("step")), r.epoch, r.batch}, p});
+      CheckpointMeta m = parse_checkpoint_metadata(read_safetensors_metadata(p), p);
+      RunPosition r = resume_position(m, p);
+      found.push_back({{m.step, r.epoch, r.batch}, p});
     } catch (const std::exception& e) {
       skip_warning(p, e.what());
     }
@@ -186,7 +135,9 @@ std::string resume_auto(Session& s, const std::string& dir, const std::string& s
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return b.first < a.first; });
   for (const auto& [pos, p] : found) {
     try {
-      rp = read_resume_point(s.load_checkpoint(p), p);  // checks everything before changing state
+      CheckpointMeta m = s.load_checkpoint(p);  // checks everything before changing state
+      rp = resume_position(m, p);
+      checksummed = m.checksummed;
       return p;
     } catch (const Error& e) {
       skip_warning(p, e.what());
@@ -211,21 +162,24 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     fail("--checkpoint-every needs a place for checkpoints: --save or --checkpoint-dir");
   if (o.keep < 1) fail("--keep must be at least 1");
 
-  ResumePoint rp;
+  RunPosition rp;
+  bool checksummed = true;
   const bool auto_resume = o.resume == "auto";
   if (auto_resume) {
     if (dir.empty()) fail("--resume auto needs --save or --checkpoint-dir to look in");
-    result.resumed_from = resume_auto(s, dir, o.save, rp);
+    result.resumed_from = resume_auto(s, dir, o.save, rp, checksummed);
     if (o.progress)
       std::fprintf(stderr, result.resumed_from.empty()
                                ? "no checkpoint in %s: starting from the initial state\n"
                                : "resuming from %s\n",
                    result.resumed_from.empty() ? dir.c_str() : result.resumed_from.c_str());
   } else if (!o.resume.empty()) {
-    rp = read_resume_point(s.load_checkpoint(o.resume), o.resume);
+    CheckpointMeta m = s.load_checkpoint(o.resume);
+    rp = resume_position(m, o.resume);
+    checksummed = m.checksummed;
     result.resumed_from = o.resume;
   }
-  if (o.progress && !result.resumed_from.empty() && !rp.checksummed)
+  if (o.progress && !result.resumed_from.empty() && !checksummed)
     std::fprintf(stderr, "%s\n", unchecked_notice(result.resumed_from).c_str());
   if (!result.resumed_from.empty()) {
     if (o.lr < 0) base_lr = rp.base_lr;
@@ -266,15 +220,17 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   double loss_sum = rp.epoch_loss_sum;
   int64_t loss_count = rp.epoch_loss_count;
   Position written{-1, -1, -1};  // the last checkpoint written
-  auto meta = [&](int64_t epochs_done, int64_t batch) -> std::map<std::string, std::string> {
-    return {{"epoch", std::to_string(epochs_done)},
-            {"data_position", std::to_string(batch)},
-            {"base_lr", fmt("%.17g", base_lr)},
-            {"lr_schedule", sched.spec()},
-            {"lr_schedule_unit", unit},
-            {"accumulate", std::to_string(accum)},
-            {"epoch_loss_sum", fmt("%.17g", batch ? loss_sum : 0.0)},
-            {"epoch_loss_count", std::to_string(batch ? loss_count : 0)}};
+  auto position = [&](int64_t epochs_done, int64_t batch) {
+    RunPosition r;
+    r.epoch = epochs_done;
+    r.batch = batch;
+    r.base_lr = base_lr;
+    r.lr_schedule = sched.spec();
+    r.lr_schedule_unit = unit;
+    r.accumulate = accum;
+    r.epoch_loss_sum = batch ? loss_sum : 0.0;
+    r.epoch_loss_count = batch ? loss_count : 0;
+    return r;
   };
   auto checkpoint = [&](int64_t epochs_done, int64_t batch) -> std::string {
     if (dir.empty()) return "";
@@ -282,7 +238,7 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     const Position here{s.step(), epochs_done, batch};
     if (!(here < written) && !(written < here)) return path;  // already written
     make_checkpoint_dir(dir);
-    s.save_checkpoint(path, meta(epochs_done, batch));
+    s.save_checkpoint(path, position(epochs_done, batch));
     prune_checkpoints(dir, o.keep);
     written = here;
     return path;
@@ -356,7 +312,7 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     rep.test = evaluate(s, test_set);
     loss_sum = 0;
     loss_count = 0;
-    if (!o.save.empty()) s.save_checkpoint(o.save, meta(e + 1, 0));
+    if (!o.save.empty()) s.save_checkpoint(o.save, position(e + 1, 0));
     on_epoch(rep);
     if (stop_requested()) return stop(e + 1, 0);
   }

@@ -63,20 +63,10 @@ struct TrainResult {
   int64_t skipped_steps = 0;  // non-finite steps dropped (NonFinite::Skip), in total
 };
 
-// Where a run continues, from a checkpoint's metadata (docs/format.md).
-struct ResumePoint {
-  int64_t epoch = 0;   // epochs done
-  int64_t batch = 0;   // batches done in the current epoch
-  double base_lr = 0;
-  std::string lr_schedule, lr_schedule_unit;
-  int64_t accumulate = 1;     // batches per optimizer step (absent in older checkpoints: 1)
-  double epoch_loss_sum = 0;  // the current epoch's losses so far, for its report
-  int64_t epoch_loss_count = 0;
-  bool checksummed = true;  // false: an old checkpoint without checksums
-};
-// Throws ts::Error naming `path` when a field is missing or malformed.
-ResumePoint read_resume_point(const std::map<std::string, std::string>& meta,
-                              const std::string& path);
+// Where a run continues from checkpoint `m` (read from `path`): its run
+// position, with the LR schedule checked. Throws ts::Error naming `path`
+// when the checkpoint has none (one saved outside train) or a bad schedule.
+RunPosition resume_position(const CheckpointMeta& m, const std::string& path);
 
 struct EvalResult {
   double loss = 0;      // mean per-sample loss

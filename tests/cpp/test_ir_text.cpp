@@ -102,6 +102,11 @@ TEST(IrText, ErrorsNameTheLine) {
                 .find("line 2: bad attrs JSON"),
             std::string::npos);
   EXPECT_NE(err("func f(%x: floaty[2] {role=input}) {\n}\n").find("line 1:"), std::string::npos);
+  // Roles are parsed once, here: a misspelt one names the line and the roles there are.
+  EXPECT_NE(err("func f(%x: float32[2] {role=inptu}) {\n}\n")
+                .find("line 1: unknown role 'inptu' (expected one of state, grad, lr, rng_seed, "
+                      "rng_offset, input, target, loss, output, sample_loss)"),
+            std::string::npos);
   EXPECT_NE(err("func f() {\n  return\n").find("missing the closing '}'"), std::string::npos);
   EXPECT_NE(err("func f(%x: float32[2] {role=input}) {\n  return %x {role=output}\n"
                 "  %a = aten.relu.default(%x)\n}\n")

@@ -41,11 +41,11 @@ Batches batches_for(const ts::Session& s, int steps) {
   for (int i = 0;; ++i) {
     const ts::Port* p = nullptr;
     for (const auto& q : f.inputs)
-      if (q.role == "input" && q.index == i) p = &q;
+      if (q.role == ts::Role::Input && q.index == i) p = &q;
     if (!p) break;
     ins.push_back(p);
   }
-  const ts::TensorType& yt = f.inputs[f.find_input("target")].type;
+  const ts::TensorType& yt = f.inputs[f.find_input(ts::Role::Target)].type;
   Batches b;
   for (int k = 0; k < steps; ++k) {
     const std::string g = "golden/step" + std::to_string(k % 3) + "/";

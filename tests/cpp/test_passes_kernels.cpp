@@ -25,7 +25,7 @@ struct Builder {
   int input(const std::string& name, const TensorType& t) {
     ts::Port p;
     p.name = name;
-    p.role = "input";
+    p.role = ts::Role::Input;
     p.index = static_cast<int>(f.inputs.size());
     p.type = t;
     p.value = ts::add_value(f, name, t);
@@ -48,7 +48,7 @@ struct Builder {
   }
   void output(int v) {
     ts::Port p;
-    p.role = "output";
+    p.role = ts::Role::Output;
     p.index = static_cast<int>(f.outputs.size());
     p.type = f.value_types[v];
     p.value = v;

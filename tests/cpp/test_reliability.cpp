@@ -156,6 +156,25 @@ TEST(ProgramLimits, RankNegativeDimsAndElementCount) {
             "m.tstep: program: state 0: shape [2097152,1048576] has more than 2^40 elements");
 }
 
+// A port's role is parsed when the program is read: a misspelt one is an
+// error naming the function and port, not a string compared later.
+TEST(ProgramRoles, UnknownRoleNamesThePort) {
+  json p = json::parse(R"({"format":"trainstep","version":1,"name":"m","batch_size":1,"state":[],
+    "functions":{"train_step":{"inputs":[{"name":"x","role":"inptu","dtype":"float32","shape":[1]}],
+                               "nodes":[],"outputs":[]}}})");
+  const std::string e = error_of([&] { ts::parse_program(p, "m.tstep"); });
+  EXPECT_NE(e.find("m.tstep: program: "), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown role 'inptu' (expected one of state, grad, lr, rng_seed, rng_offset, "
+                   "input, target, loss, output, sample_loss)"),
+            std::string::npos)
+      << e;
+  for (ts::Role r : {ts::Role::State, ts::Role::RngOffset, ts::Role::SampleLoss}) {
+    ts::Role back = ts::Role::Input;
+    ASSERT_TRUE(ts::parse_role(ts::role_name(r), &back));
+    EXPECT_EQ(back, r);
+  }
+}
+
 TEST(MemorySize, Parses) {
   EXPECT_EQ(ts::parse_memory_size("1024"), 1024u);
   EXPECT_EQ(ts::parse_memory_size("512M"), 512u << 20);
@@ -186,26 +205,39 @@ TEST(CheckpointFolder, NamesListsAndPrunes) {
   EXPECT_TRUE(std::ifstream(dir + "/notes.txt").good());
 }
 
-TEST(ResumePoint, ReadsAndRejectsMalformedMetadata) {
-  std::map<std::string, std::string> m = {{"epoch", "2"}, {"data_position", "5"},
-                                          {"base_lr", "0.5"}, {"lr_schedule", "step:1:0.7"},
-                                          {"epoch_loss_sum", "1.25"}, {"epoch_loss_count", "4"}};
-  ts::ResumePoint r = ts::read_resume_point(m, "c");
+TEST(CheckpointMeta, ReadsAndRejectsMalformedMetadata) {
+  std::map<std::string, std::string> m = {
+      {"format", "trainstep-checkpoint"}, {"format_version", "1"}, {"model", "m"},
+      {"step", "9"}, {"seed", "3"}, {"lr", "0.25"},
+      {"epoch", "2"}, {"data_position", "5"}, {"base_lr", "0.5"}, {"lr_schedule", "step:1:0.7"},
+      {"epoch_loss_sum", "1.25"}, {"epoch_loss_count", "4"}, {"mine", "kept"}};
+  ts::CheckpointMeta c = ts::parse_checkpoint_metadata(m, "c");
+  EXPECT_EQ(c.step, 9);
+  EXPECT_EQ(c.seed, 3);
+  EXPECT_EQ(c.lr, 0.25);
+  EXPECT_EQ(c.nonfinite_skips, 0);  // absent (older checkpoints): 0
+  EXPECT_FALSE(c.checksummed);
+  EXPECT_EQ(c.extra, (std::map<std::string, std::string>{{"mine", "kept"}}));
+  ASSERT_TRUE(c.run.has_value());
+  ts::RunPosition r = ts::resume_position(c, "c");
   EXPECT_EQ(r.epoch, 2);
   EXPECT_EQ(r.batch, 5);
   EXPECT_EQ(r.base_lr, 0.5);
   EXPECT_EQ(r.lr_schedule_unit, "epoch");
   EXPECT_EQ(r.epoch_loss_sum, 1.25);
   EXPECT_EQ(r.accumulate, 1);  // absent (older checkpoints): 1
+  // Written and read back, the schema is the identity.
+  EXPECT_EQ(ts::checkpoint_metadata(c), ts::checkpoint_metadata(ts::parse_checkpoint_metadata(
+                                            ts::checkpoint_metadata(c), "c")));
   {
     auto m2 = m;
     m2["accumulate"] = "4";
-    EXPECT_EQ(ts::read_resume_point(m2, "c").accumulate, 4);
+    EXPECT_EQ(ts::parse_checkpoint_metadata(m2, "c").run->accumulate, 4);
   }
   auto bad = [&](const char* k, const char* v) {
     auto m2 = m;
     m2[k] = v;
-    return error_of([&] { ts::read_resume_point(m2, "c"); });
+    return error_of([&] { ts::resume_position(ts::parse_checkpoint_metadata(m2, "c"), "c"); });
   };
   EXPECT_EQ(bad("epoch", "2x"), "c: checkpoint metadata has a malformed epoch, data_position, "
                                 "base_lr, epoch loss or accumulate");
@@ -216,8 +248,19 @@ TEST(ResumePoint, ReadsAndRejectsMalformedMetadata) {
   EXPECT_EQ(bad("base_lr", "inf"), "c: checkpoint metadata has a non-finite base_lr");
   EXPECT_EQ(bad("lr_schedule_unit", "week"), "c: checkpoint has a bad LR schedule unit 'week'");
   EXPECT_EQ(bad("lr_schedule", "step:x").rfind("c: checkpoint has a bad LR schedule: ", 0), 0u);
+  EXPECT_EQ(bad("step", "-1"), "c: checkpoint metadata has a negative step or more skipped steps "
+                               "than steps");
+  EXPECT_EQ(bad("seed", "x"), "c: checkpoint metadata has a malformed step, seed, lr or "
+                              "nonfinite_skips");
+  EXPECT_EQ(bad("format", "trainstep"), "c: not a trainstep checkpoint");
+  EXPECT_EQ(bad("format_version", "2"), "c: unsupported checkpoint version '2'");
+  auto no_run = m;
+  no_run.erase("epoch");
+  EXPECT_EQ(error_of([&] { ts::resume_position(ts::parse_checkpoint_metadata(no_run, "c"), "c"); }),
+            "c: checkpoint metadata lacks 'epoch' (it was not saved by train)");
   m.erase("base_lr");
-  EXPECT_EQ(error_of([&] { ts::read_resume_point(m, "c"); }), "c: checkpoint metadata lacks 'base_lr'");
+  EXPECT_EQ(error_of([&] { ts::parse_checkpoint_metadata(m, "c"); }),
+            "c: checkpoint metadata lacks 'base_lr'");
 }
 
 // raise() runs the handler synchronously on this thread: the first signal

@@ -233,7 +233,7 @@ void checkpoint(const uint8_t* data, size_t size) {
   const std::string path = write_scratch("fuzz.ckpt", data, size);
   const ts::Tensor& w = s->state("w");
   const std::string before(static_cast<char*>(w.data), w.nbytes());
-  std::map<std::string, std::string> meta;
+  ts::CheckpointMeta meta;
   try {
     meta = s->load_checkpoint(path);
   } catch (const ts::Error&) {
@@ -242,7 +242,7 @@ void checkpoint(const uint8_t* data, size_t size) {
     return;
   }
   try {
-    ts::read_resume_point(meta, path);
+    ts::resume_position(meta, path);
   } catch (const ts::Error&) {
   }
 }

@@ -1,0 +1,128 @@
+#include "runtime/bound_step.h"
+
+#include <cstdio>
+
+#include "runtime/nonfinite.h"
+
+namespace ts {
+
+namespace {
+
+// Tensor::type() copies the shape: compare in place, this runs every step.
+bool has_type(const Tensor& t, const TensorType& want) {
+  return t.dtype == want.dtype && t.shape == want.shape;
+}
+
+double element(const Tensor& t, int64_t i) {
+  return t.dtype == DType::F64 ? t.as<double>()[i] : t.as<float>()[i];
+}
+
+std::string describe(const Tensor& t, int64_t i) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", element(t, i));
+  return std::string(b) + (t.shape.empty() ? "" : " at element " + std::to_string(i));
+}
+
+}  // namespace
+
+const char* step_function_name(StepKind k) {
+  switch (k) {
+    case StepKind::Train: return "train_step";
+    case StepKind::Eval: return "eval_step";
+    case StepKind::Grad: return "grad_step";
+    case StepKind::Apply: return "apply_step";
+  }
+  return "?";
+}
+
+BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan plan, int threads,
+                     const StepBindings& b, const std::string& artifact)
+    : kind_(kind), fn_(std::move(fn)) {
+  const Function& f = *fn_;
+  const std::string where = artifact + ": " + f.name;
+  ex_ = std::make_unique<Executor>(f, threads, std::move(plan));
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    const Port& in = f.inputs[i];
+    void* data = nullptr;
+    switch (in.role) {
+      case Role::State: data = b.state->at(in.state).view.data; break;
+      case Role::Lr: data = b.lr; break;
+      case Role::RngSeed: data = b.seed; break;
+      case Role::RngOffset: data = b.rng_offset; break;
+      case Role::Grad: {
+        auto g = b.grads->find(in.state);
+        if (g == b.grads->end())
+          fail(where + " takes the gradient of '" + in.state + "', which grad_step does not give");
+        data = g->second.view.data;
+        break;
+      }
+      case Role::Input:
+      case Role::Target: continue;  // bound per call (bind_batch)
+      default:
+        fail(where + ": input '" + in.name + "' has role '" + role_name(in.role) +
+             "', which is an output role");
+    }
+    ex_->bind_input(int(i), data);
+  }
+  inputs_ = f.inputs_of(Role::Input);
+  outputs_ = f.outputs_of(Role::Output);
+  target_ = f.find_input(Role::Target);
+  loss_ = f.find_output(Role::Loss);
+  sample_loss_ = f.find_output(Role::SampleLoss);
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    const Port& out = f.outputs[i];
+    if (out.role == Role::State) state_out_.emplace_back(int(i), &b.state->at(out.state).view);
+    if (out.role == Role::Grad) grad_out_.emplace_back(int(i), &b.grads->at(out.state).view);
+  }
+  const bool batch = kind != StepKind::Apply;
+  const bool needs_loss = kind == StepKind::Train || kind == StepKind::Grad;
+  const bool model_out = kind == StepKind::Eval;
+  if ((batch && target_ < 0) || (needs_loss && loss_ < 0) ||
+      (model_out && (outputs_.empty() || sample_loss_ < 0)))
+    fail(where + "'s signature lacks a " +
+         (batch && target_ < 0 ? "target" : needs_loss && loss_ < 0 ? "loss" : "model output or per-sample loss"));
+}
+
+void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor& target) {
+  const Function& f = *fn_;
+  if (inputs.size() != inputs_.size())
+    fail(f.name + ": expected " + std::to_string(inputs_.size()) + " model input(s), got " +
+         std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Port& p = f.inputs[inputs_[i]];
+    if (!has_type(inputs[i], p.type) || !inputs[i].data)
+      fail(f.name + ": input " + std::to_string(i) + " (" + p.name + ") is " +
+           inputs[i].type().str() + ", expected " + p.type.str() + " (the artifact's batch)");
+  }
+  const Port& t = f.inputs[target_];
+  if (!has_type(target, t.type) || !target.data)
+    fail(f.name + ": target is " + target.type().str() + ", expected " + t.type.str());
+  for (size_t i = 0; i < inputs_.size(); ++i) ex_->bind_input(inputs_[i], inputs[i].data);
+  ex_->bind_input(target_, target.data);
+}
+
+std::string BoundStep::find_nonfinite(bool with_loss, const Renewal& outs, const Program& p,
+                                      int threads) const {
+  if (with_loss && loss_ >= 0) {
+    const Tensor& l = ex_->output(loss_);
+    if (int64_t i = first_nonfinite(l, threads); i >= 0) return "the loss is " + describe(l, i);
+  }
+  const Function& fn = *fn_;
+  for (const auto& [out, dst] : outs) {
+    const Port& port = fn.outputs[out];
+    // A state the step passes through unchanged (a constant buffer such as
+    // an attention mask of -inf) was not made non-finite by this step.
+    const int in = fn.find_input(Role::State, port.state);
+    if (port.role == Role::State && in >= 0 && fn.inputs[in].value == port.value) continue;
+    const Tensor& t = ex_->output(out);
+    const int64_t i = first_nonfinite(t, threads);
+    if (i < 0) continue;
+    if (port.role == Role::Grad) return "the gradient of '" + port.state + "' is " + describe(t, i);
+    const StateSpec* spec = p.find_state(port.state);
+    return "the new value of '" + port.state + "' (" + (spec ? spec->kind : "state") + ") is " +
+           describe(t, i);
+  }
+  return {};
+}
+
+}  // namespace ts

@@ -1,0 +1,78 @@
+// One step function of an artifact, compiled and bound to a session's
+// tensors: its optimised Function, the Executor that runs it, and its ports
+// resolved by role once. A Session holds one BoundStep per function kind the
+// artifact has; a new kind (an all-reduce variant, a GPU variant) is one
+// more entry, not a new set of fields.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/program.h"
+#include "runtime/executor.h"
+
+namespace ts {
+
+enum class StepKind : int { Train, Eval, Grad, Apply };
+constexpr StepKind kStepKinds[] = {StepKind::Train, StepKind::Eval, StepKind::Grad,
+                                   StepKind::Apply};
+// The artifact's function name: "train_step", "eval_step", ...
+const char* step_function_name(StepKind k);
+
+// The session tensors a step's non-batch inputs read. Pointers stay valid
+// for the session's life (its maps do not rehash on lookup).
+struct StepBindings {
+  std::map<std::string, HostTensor>* state = nullptr;
+  std::map<std::string, HostTensor>* grads = nullptr;  // empty without grad functions
+  void* lr = nullptr;
+  void* seed = nullptr;
+  void* rng_offset = nullptr;  // train/grad: the global step; eval: the eval offset
+};
+
+class BoundStep {
+ public:
+  // Compiles `fn` (already optimised) over `plan` and binds every non-batch
+  // input. Fails naming `artifact` when the signature lacks a port this
+  // kind needs.
+  BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan plan, int threads,
+            const StepBindings& b, const std::string& artifact);
+
+  StepKind kind() const { return kind_; }
+  const Function& function() const { return *fn_; }
+  Executor& executor() { return *ex_; }
+  const Executor& executor() const { return *ex_; }
+
+  // Checks the batch against the model-input and target ports (the error
+  // names the port) and binds it.
+  void bind_batch(const std::vector<Tensor>& inputs, const Tensor& target);
+  void run() { ex_->run(); }
+  const Tensor& output(int slot) const { return ex_->output(slot); }
+
+  // Ports by role (slots are indices into the function's inputs/outputs).
+  const std::vector<int>& inputs() const { return inputs_; }  // model inputs, by index
+  int target() const { return target_; }
+  int loss() const { return loss_; }                          // -1: none (apply, eval)
+  const std::vector<int>& outputs() const { return outputs_; }  // model outputs, by index
+  int sample_loss() const { return sample_loss_; }
+  // Output slot -> the session tensor it renews: new state, and gradients.
+  using Renewal = std::vector<std::pair<int, Tensor*>>;
+  const Renewal& state_out() const { return state_out_; }
+  const Renewal& grad_out() const { return grad_out_; }
+
+  // "" when the loss (if `with_loss`) and the outputs `outs` are all
+  // finite, else which one is not. Allocates nothing when all are.
+  std::string find_nonfinite(bool with_loss, const Renewal& outs, const Program& p,
+                             int threads) const;
+
+ private:
+  StepKind kind_;
+  std::unique_ptr<Function> fn_;
+  std::unique_ptr<Executor> ex_;
+  std::vector<int> inputs_, outputs_;
+  int target_ = -1, loss_ = -1, sample_loss_ = -1;
+  Renewal state_out_, grad_out_;
+};
+
+}  // namespace ts
