@@ -1,9 +1,11 @@
 // `trainstep train` and `trainstep eval` on a dataset named by --data.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 
 #include "commands.h"
+#include "progress.h"
 #include "exit_codes.h"
 #include "trainstep/error.h"
 #include "data/dataset.h"
@@ -68,12 +70,6 @@ void print_eval(const char* label, const ts::EvalResult& r) {
     std::printf("%s: loss %.4f (%lld samples)\n", label, r.loss, (long long)r.count);
 }
 
-std::string accuracy_text(const ts::EvalResult& r) {
-  char b[64];
-  std::snprintf(b, sizeof b, ", test accuracy %.2f%%", 100 * r.accuracy);
-  return r.has_accuracy ? b : "";
-}
-
 }  // namespace
 
 void add_train(CLI::App& app, Action& action) {
@@ -119,14 +115,9 @@ void add_train(CLI::App& app, Action& action) {
                   tr->describe().c_str(), (long long)s->batch_size());
       ts::TrainOptions opts = *o;
       opts.stop = &ts::install_stop_signals();
-      ts::TrainResult res = ts::train(*s, *tr, *te, opts, [&](const ts::EpochReport& r) {
-        const std::string skipped =
-            r.skipped ? ", " + std::to_string(r.skipped) + " non-finite steps skipped so far" : "";
-        std::printf("epoch %lld: lr %.6g, train loss %.4f, test loss %.4f%s, %.1f samples/s, %.1f s%s\n",
-                    (long long)r.epoch, r.lr, r.train_loss, r.test.loss,
-                    accuracy_text(r.test).c_str(), r.samples_per_s, r.seconds, skipped.c_str());
-        std::fflush(stdout);
-      });
+      TrainOutput out(isatty(fileno(stderr)));
+      ts::TrainResult res = ts::train(*s, *tr, *te, opts, &out);
+      out.end_line();
       if (res.stopped_by) {
         const char* name = res.stopped_by == SIGINT ? "SIGINT" : res.stopped_by == SIGTERM ? "SIGTERM" : "a signal";
         if (res.checkpoint.empty())
