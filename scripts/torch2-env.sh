@@ -22,11 +22,23 @@ ROOT=${TRAINSTEP_CACHE:-$HOME/.cache/trainstep}
 VENV=$ROOT/torch-$VERSION
 PY=$VENV/bin/python
 STAMP=$VENV/.complete
-# The stamp names what was installed, so a changed pin rebuilds the venv.
-WANT="torch==$VERSION ${NVIDIA[*]} $(grep -v '^#' torch2-requirements.txt | tr '\n' ' ')"
+# The stamp names what was installed, so a changed pin rebuilds the venv;
+# when only torch2-requirements.txt changed, those pins are installed into it
+# in place (pip changes only what differs) instead of downloading torch again.
+TORCH_WANT="torch==$VERSION ${NVIDIA[*]}"
+WANT="$TORCH_WANT $(grep -v '^#' torch2-requirements.txt | tr '\n' ' ')"
 
-ok() { "$PY" -c "import torch, numpy, pytest, xxhash; torch.ones(2).sum()" >/dev/null 2>&1; }
+ok() { "$PY" -c "import torch, numpy, pytest, xxhash, tensorboard; torch.ones(2).sum()" >/dev/null 2>&1; }
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && ok; then echo "$PY"; exit 0; fi
+if [ -f "$STAMP" ] && [[ "$(cat "$STAMP")" == "$TORCH_WANT "* ]]; then
+  echo "updating the pinned packages of $VENV" >&2
+  if "$PY" -m pip install -q --no-input -r torch2-requirements.txt >&2 && ok; then
+    echo "$WANT" > "$STAMP"
+    echo "$PY"
+    exit 0
+  fi
+  echo "updating $VENV failed: making it anew" >&2
+fi
 
 {
   echo "making the torch $VERSION environment in $VENV"

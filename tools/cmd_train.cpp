@@ -1,15 +1,18 @@
 // `trainstep train` and `trainstep eval` on a dataset named by --data.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 
 #include "commands.h"
+#include "progress.h"
 #include "exit_codes.h"
 #include "trainstep/error.h"
 #include "data/dataset.h"
 #include "io/checksum.h"
 #include "runtime/artifact.h"
 #include "ir/program.h"
+#include "train/metrics_log.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
 
@@ -68,18 +71,13 @@ void print_eval(const char* label, const ts::EvalResult& r) {
     std::printf("%s: loss %.4f (%lld samples)\n", label, r.loss, (long long)r.count);
 }
 
-std::string accuracy_text(const ts::EvalResult& r) {
-  char b[64];
-  std::snprintf(b, sizeof b, ", test accuracy %.2f%%", 100 * r.accuracy);
-  return r.has_accuracy ? b : "";
-}
-
 }  // namespace
 
 void add_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train", "Train an artifact on a dataset, epoch by epoch");
   auto c = std::make_shared<Common>();
   auto o = std::make_shared<ts::TrainOptions>();
+  auto log_dir = std::make_shared<std::string>();
   add_common(cmd, *c);
   cmd->add_option("--epochs", o->epochs, "epochs to run now (after --resume: more epochs)")
       ->check(at_least(1));
@@ -108,6 +106,11 @@ void add_train(CLI::App& app, Action& action) {
                   "average the gradients of N batches per optimizer step (artifact exported "
                   "with --grads; default 1, or the resumed checkpoint's N)")
       ->check(at_least(1));
+  cmd->add_option("--log-dir", *log_dir,
+                  "write TensorBoard event files and metrics.jsonl (one JSON object a line) "
+                  "into DIR as the run goes: losses, LR, test loss and accuracy, samples/s, "
+                  "step time. Example: --log-dir runs/mnist, then: tensorboard --logdir runs")
+      ->type_name("DIR");
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
@@ -119,14 +122,16 @@ void add_train(CLI::App& app, Action& action) {
                   tr->describe().c_str(), (long long)s->batch_size());
       ts::TrainOptions opts = *o;
       opts.stop = &ts::install_stop_signals();
-      ts::TrainResult res = ts::train(*s, *tr, *te, opts, [&](const ts::EpochReport& r) {
-        const std::string skipped =
-            r.skipped ? ", " + std::to_string(r.skipped) + " non-finite steps skipped so far" : "";
-        std::printf("epoch %lld: lr %.6g, train loss %.4f, test loss %.4f%s, %.1f samples/s, %.1f s%s\n",
-                    (long long)r.epoch, r.lr, r.train_loss, r.test.loss,
-                    accuracy_text(r.test).c_str(), r.samples_per_s, r.seconds, skipped.c_str());
-        std::fflush(stdout);
-      });
+      ts::ObserverList observers;
+      TrainOutput out(isatty(fileno(stderr)));
+      observers.all.push_back(&out);
+      std::unique_ptr<ts::MetricsLog> log;  // opened first: a bad folder fails before training
+      if (!log_dir->empty()) {
+        log = std::make_unique<ts::MetricsLog>(*log_dir);
+        observers.all.push_back(log.get());
+      }
+      ts::TrainResult res = ts::train(*s, *tr, *te, opts, &observers);
+      out.end_line();
       if (res.stopped_by) {
         const char* name = res.stopped_by == SIGINT ? "SIGINT" : res.stopped_by == SIGTERM ? "SIGTERM" : "a signal";
         if (res.checkpoint.empty())

@@ -42,6 +42,9 @@ std::string type_name(const std::exception& e) {
 
 int main(int argc, char** argv) {
   namespace ec = tscli::exit_code;
+  // Line-buffered even under a pipe, so a log (Slurm, tee) shows each line
+  // as it is printed rather than in blocks at exit.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"trainstep: train a captured PyTorch training step from C++"};
   app.require_subcommand(1);
   // The exporter package's version too (python/trainstep/__init__.py).

@@ -109,17 +109,16 @@ struct Position {
 };
 
 // The error names the file already, as a rule; then it is not said twice.
-void skip_warning(const std::string& path, const std::string& error) {
+void skip_note(TrainObserver& ob, const std::string& path, const std::string& error) {
   const bool named = error.compare(0, path.size() + 2, path + ": ") == 0;
-  std::fprintf(stderr, "warning: skipping checkpoint %s\n",
-               (named ? error : path + ": " + error).c_str());
+  ob.on_note(Note::SkippedCheckpoint, "skipping checkpoint " + (named ? error : path + ": " + error));
 }
 
 // --resume auto: the newest checkpoint (step files of `dir`, and `save`)
 // that loads and resumes cleanly; a bad one is skipped with a warning.
 // Returns "" (session untouched) when there is none.
 std::string resume_auto(Session& s, const std::string& dir, const std::string& save,
-                        RunPosition& rp, bool& checksummed) {
+                        RunPosition& rp, bool& checksummed, TrainObserver& ob) {
   std::vector<std::pair<Position, std::string>> found;
   std::vector<std::string> paths = list_checkpoints(dir);
   if (!save.empty() && ::access(save.c_str(), F_OK) == 0) paths.push_back(save);
@@ -129,7 +128,7 @@ std::string resume_auto(Session& s, const std::string& dir, const std::string& s
       RunPosition r = resume_position(m, p);
       found.push_back({{m.step, r.epoch, r.batch}, p});
     } catch (const std::exception& e) {
-      skip_warning(p, e.what());
+      skip_note(ob, p, e.what());
     }
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return b.first < a.first; });
@@ -140,7 +139,7 @@ std::string resume_auto(Session& s, const std::string& dir, const std::string& s
       checksummed = m.checksummed;
       return p;
     } catch (const Error& e) {
-      skip_warning(p, e.what());
+      skip_note(ob, p, e.what());
     }
   }
   return "";
@@ -148,8 +147,24 @@ std::string resume_auto(Session& s, const std::string& dir, const std::string& s
 
 }  // namespace
 
+void ObserverList::on_note(Note kind, const std::string& text) {
+  for (TrainObserver* o : all) o->on_note(kind, text);
+}
+void ObserverList::on_batch(const BatchProgress& p) {
+  for (TrainObserver* o : all) o->on_batch(p);
+}
+void ObserverList::on_epoch(const EpochReport& r) {
+  for (TrainObserver* o : all) o->on_epoch(r);
+}
+
+bool batch_logged(int64_t batch, int64_t batches) {
+  return batch % std::max<int64_t>(1, batches / 10) == 0 || batch == batches;
+}
+
 TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
-                  const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch) {
+                  const TrainOptions& o, TrainObserver* observer) {
+  TrainObserver quiet;
+  TrainObserver& ob = observer ? *observer : quiet;
   TrainResult result;
   double base_lr = o.lr >= 0 ? o.lr : s.lr();
   std::string schedule_spec = o.lr_schedule;
@@ -167,20 +182,19 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   const bool auto_resume = o.resume == "auto";
   if (auto_resume) {
     if (dir.empty()) fail("--resume auto needs --save or --checkpoint-dir to look in");
-    result.resumed_from = resume_auto(s, dir, o.save, rp, checksummed);
-    if (o.progress)
-      std::fprintf(stderr, result.resumed_from.empty()
-                               ? "no checkpoint in %s: starting from the initial state\n"
-                               : "resuming from %s\n",
-                   result.resumed_from.empty() ? dir.c_str() : result.resumed_from.c_str());
+    result.resumed_from = resume_auto(s, dir, o.save, rp, checksummed, ob);
+    if (result.resumed_from.empty())
+      ob.on_note(Note::NoCheckpoint, "no checkpoint in " + dir + ": starting from the initial state");
+    else
+      ob.on_note(Note::Resumed, "resuming from " + result.resumed_from);
   } else if (!o.resume.empty()) {
     CheckpointMeta m = s.load_checkpoint(o.resume);
     rp = resume_position(m, o.resume);
     checksummed = m.checksummed;
     result.resumed_from = o.resume;
   }
-  if (o.progress && !result.resumed_from.empty() && !checksummed)
-    std::fprintf(stderr, "%s\n", unchecked_notice(result.resumed_from).c_str());
+  if (!result.resumed_from.empty() && !checksummed)
+    ob.on_note(Note::Unchecked, unchecked_notice(result.resumed_from));
   if (!result.resumed_from.empty()) {
     if (o.lr < 0) base_lr = rp.base_lr;
     if (schedule_spec.empty()) schedule_spec = rp.lr_schedule;
@@ -214,7 +228,6 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     nb -= nb % accum;  // whole optimizer steps only
     s.set_accumulation(accum);
   }
-  const bool tty = isatty(fileno(stderr));
 
   const int64_t last_epoch = auto_resume ? o.epochs : rp.epoch + o.epochs;
   double loss_sum = rp.epoch_loss_sum;
@@ -292,28 +305,31 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
         loss_sum += loss;
         ++loss_count;
       }
-      const int64_t every = tty ? 20 : std::max<int64_t>(1, nb / 10);
-      if (o.progress && ((b + 1) % every == 0 || b + 1 == nb)) {
-        std::fprintf(stderr, "%sepoch %lld [%lld/%lld] loss %.4f%s", tty ? "\r" : "",
-                     (long long)(e + 1), (long long)((b + 1) * s.batch_size()),
-                     (long long)(nb * s.batch_size()), loss_count ? loss_sum / loss_count : 0.0,
-                     tty ? "" : "\n");
-        std::fflush(stderr);
-      }
+      BatchProgress bp;
+      bp.epoch = e + 1;
+      bp.batch = b + 1;
+      bp.batches = nb;
+      bp.batch_size = s.batch_size();
+      bp.step = s.step();
+      bp.loss = loss_count ? loss_sum / loss_count : 0.0;
+      bp.lr = s.lr();
+      bp.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      bp.timed_batches = b + 1 - first;
+      ob.on_batch(bp);
       if (!step_done) continue;  // checkpoints and stops fall between optimizer steps
       if (o.checkpoint_every > 0 && s.step() % o.checkpoint_every == 0) checkpoint(e, b + 1);
       if (stop_requested()) return stop(e, b + 1);
     }
-    if (o.progress && tty) std::fprintf(stderr, "\n");
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rep.train_loss = loss_count ? loss_sum / loss_count : NAN;  // every step skipped
     rep.samples_per_s = (nb - first) * s.batch_size() / std::max(rep.seconds, 1e-9);
     rep.skipped = s.skipped_steps();
+    rep.step = s.step();
     rep.test = evaluate(s, test_set);
     loss_sum = 0;
     loss_count = 0;
     if (!o.save.empty()) s.save_checkpoint(o.save, position(e + 1, 0));
-    on_epoch(rep);
+    ob.on_epoch(rep);
     if (stop_requested()) return stop(e + 1, 0);
   }
   result.epochs_done = std::max(last_epoch, rp.epoch);

@@ -17,9 +17,9 @@
 // valid checkpoint of the folder or --save, skipping corrupt ones.
 #pragma once
 #include <atomic>
-#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "train/lr_schedule.h"
@@ -52,7 +52,6 @@ struct TrainOptions {
   // Polled after every step: when non-zero (a signal number), the loop
   // writes a checkpoint and returns with TrainResult::stopped_by set.
   const std::atomic<int>* stop = nullptr;
-  bool progress = true;
 };
 
 struct TrainResult {
@@ -78,16 +77,62 @@ struct EvalResult {
 
 struct EpochReport {
   int64_t epoch = 0;  // 1-based, counting epochs before a resume
+  int64_t step = 0;   // the session's global step at the epoch's end
   double lr = 0, train_loss = 0, samples_per_s = 0, seconds = 0;
   int64_t skipped = 0;  // non-finite steps dropped so far in the run (NonFinite::Skip)
   EvalResult test;
 };
 
+// After each training batch.
+struct BatchProgress {
+  int64_t epoch = 0;               // 1-based, as EpochReport's
+  int64_t batch = 0, batches = 0;  // batches done in the epoch (a resume's included), of its total
+  int64_t batch_size = 0;
+  int64_t step = 0;        // the session's global step after the batch
+  double loss = 0;         // the epoch's mean train loss so far (finite losses only)
+  double lr = 0;           // the batch's LR
+  // Since this call's first batch of the epoch, and the batches that took it
+  // (fewer than `batch` after a mid-epoch resume): for samples/s and an ETA.
+  double seconds = 0;
+  int64_t timed_batches = 0;
+};
+
+// What a run has to say besides progress; `text` is the sentence to show.
+enum class Note {
+  Resumed,            // "resuming from PATH" (--resume auto found one)
+  NoCheckpoint,       // "no checkpoint in DIR: starting from the initial state"
+  Unchecked,          // the resumed checkpoint has no checksums (io/checksum.h)
+  SkippedCheckpoint,  // "skipping checkpoint PATH: why" (--resume auto passed a bad one)
+};
+
+// The library never prints: train() reports through this and the caller
+// shows or logs it (tools/progress.h draws it; train/metrics_log.h writes
+// it to files). Every method defaults to nothing. Calls come from the
+// training thread, between steps; a throw ends the run with that error.
+struct TrainObserver {
+  virtual ~TrainObserver() = default;
+  virtual void on_note(Note kind, const std::string& text) {}
+  virtual void on_batch(const BatchProgress& p) {}
+  virtual void on_epoch(const EpochReport& r) {}  // after the epoch's evaluation and --save
+};
+
+// Hands every call to each of `all`, in order.
+struct ObserverList : TrainObserver {
+  std::vector<TrainObserver*> all;
+  void on_note(Note kind, const std::string& text) override;
+  void on_batch(const BatchProgress& p) override;
+  void on_epoch(const EpochReport& r) override;
+};
+
+// Whether a progress line or log entry is due after batch `batch` (1-based)
+// of `batches`: about 10 an epoch, and the last one.
+bool batch_logged(int64_t batch, int64_t batches);
+
 // Every test sample counts: the last batch is padded and masked.
 EvalResult evaluate(Session& s, const Dataset& test);
 
-// Progress and notes (resume, skipped checkpoints) go to stderr.
+// observer may be null: then the run reports nothing.
 TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
-                  const TrainOptions& o, const std::function<void(const EpochReport&)>& on_epoch);
+                  const TrainOptions& o, TrainObserver* observer = nullptr);
 
 }  // namespace ts
