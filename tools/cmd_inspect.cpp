@@ -1,12 +1,17 @@
-// `trainstep inspect ARTIFACT` and `trainstep ops [--json]`.
+// `trainstep inspect ARTIFACT [--graph G.svg] [--memory M.svg]` and
+// `trainstep ops [--json]`.
 #include <cstdio>
 #include <map>
 
 #include "commands.h"
+#include "graph_svg.h"
 #include "ir/program.h"
 #include "ir/text.h"
 #include "passes/pipeline.h"
+#include "memory_svg.h"
 #include "runtime/artifact.h"
+#include "runtime/memory_plan.h"
+#include "svg.h"
 
 namespace tscli {
 
@@ -45,12 +50,47 @@ void add_inspect(CLI::App& app, Action& action) {
   cmd->add_option("--ir", *ir,
                   "print FUNCTION (train_step, eval_step) as IR text after the compiler's passes "
                   "(as --no-fusion/--no-inplace/--no-cleanup leave them)");
+  auto graph = std::make_shared<std::string>();
+  auto memory = std::make_shared<std::string>();
+  auto fn = std::make_shared<std::string>("train_step");
+  cmd->add_option("--graph", *graph,
+                  "draw the function (--function) after the compiler's passes, as the executor "
+                  "runs it, as SVG: one box per node (op, output types), fused nodes coloured")
+      ->type_name("FILE");
+  cmd->add_option("--memory", *memory,
+                  "draw the function's memory plan as SVG: one box per arena buffer, x = node "
+                  "index, y = arena offset (MiB), from its first write to its last read")
+      ->type_name("FILE");
+  cmd->add_option("--function", *fn, "the function --graph and --memory draw (default train_step)");
   add_session_flags(cmd, *sopts);
+  add_examples(cmd, {"trainstep inspect mnist.tstep",
+                    "trainstep inspect mnist.tstep --ir train_step",
+                    "trainstep inspect mnist.tstep --graph graph.svg --memory memory.svg"});
   cmd->callback([=, &action] {
     action = [=] {
       ts::Artifact a = ts::load_artifact(*path);
       note_if_unchecked(*path, a.tensors.checksummed);
       const ts::Program& p = a.program;
+      if (!graph->empty() || !memory->empty()) {
+        ts::Function f = p.function(*fn);
+        ts::optimize(f, sopts->compile);
+        if (!graph->empty()) {
+          save(*graph, graph_svg(f));
+          int fused = 0;
+          for (const auto& n : f.nodes) fused += fusion_of(n) != Fusion::None;
+          std::printf("graph: %s (%s after the compiler's passes: %zu nodes, %d fused)\n",
+                      graph->c_str(), fn->c_str(), f.nodes.size(), fused);
+        }
+        if (!memory->empty()) {
+          // As a session plans it by default (new state donated to the old buffers).
+          const ts::MemoryPlan plan = ts::plan_memory(f, sopts->compile.inplace, true);
+          const MemoryPicture pic = memory_svg(f, plan);
+          save(*memory, pic.svg);
+          std::printf("memory: %s (%s: %d buffers, arena %s)\n", memory->c_str(), fn->c_str(),
+                      pic.buffers, ts::bytes_str(plan.arena_bytes).c_str());
+        }
+        return 0;
+      }
       if (!ir->empty()) {
         ts::Function f = p.function(*ir);
         ts::optimize(f, sopts->compile);
@@ -108,6 +148,7 @@ void add_ops(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("ops", "List the supported ops");
   auto as_json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *as_json, "machine-readable list (used by the exporter)");
+  add_example(cmd, "trainstep ops | grep convolution");
   cmd->callback([=, &action] {
     action = [=] {
       const auto& ops = ts::OpRegistry::get().all();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "trainstep/session.h"
 
@@ -22,6 +23,7 @@ void add_ops(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_lr_schedule(CLI::App& app, Action& action);
 void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0);
+void add_plot(CLI::App& app, Action& action);
 
 // Runs MODULE.main(ARGS) of python/trainstep (through trainstep.launch)
 // with an interpreter that can import torch; returns its exit status.
@@ -53,6 +55,18 @@ inline CLI::Validator finite_at_least(double lo) {
         return "must be a finite number >= " + CLI::detail::to_string(lo) + ", got '" + s + "'";
       },
       "NUM>=" + CLI::detail::to_string(lo));
+}
+
+// Example command lines in the subcommand's --help, above the exit-status
+// footer it inherits from the app (so add the app's footer first).
+inline void add_examples(CLI::App* cmd, const std::vector<std::string>& lines) {
+  std::string s = lines.size() == 1 ? "Example: " + lines[0] : "Examples:";
+  if (lines.size() > 1)
+    for (const auto& l : lines) s += "\n  " + l;
+  cmd->footer(s + "\n\n" + cmd->get_footer());
+}
+inline void add_example(CLI::App* cmd, const std::string& line) {
+  add_examples(cmd, {line});
 }
 
 // --threads and the compiler switches (--no-fusion, --no-inplace,

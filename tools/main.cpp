@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   tscli::add_torch_checkpoint(app, action, argv[0]);
   tscli::add_run_program(app, action);
   tscli::add_check(app, action);
+  tscli::add_plot(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,25 @@
+// `inspect --graph`: a step function as an SVG picture, laid out by Graphviz
+// (dot). One Graphviz node per IR node (<g class="node"> with the node's name
+// in <title>), labelled with its op and output types; an edge per value read
+// from another node (function inputs and outputs are not drawn). Nodes a
+// fusion pass made are filled by kind, with a legend in the graph's label.
+#pragma once
+#include <string>
+
+#include "ir/program.h"
+
+namespace tscli {
+
+enum class Fusion {
+  None,
+  Elementwise,  // trainstep.fused_elementwise: a group run as one loop
+  PostOp,       // trainstep.conv2d_relu: relu as a oneDNN post-op
+  Folded,       // relu backward or transposes folded into the kernel
+};
+
+Fusion fusion_of(const ts::Node& n);
+
+// The SVG document; a ts::Error if Graphviz fails (its message included).
+std::string graph_svg(const ts::Function& f);
+
+}  // namespace tscli
