@@ -71,6 +71,7 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("--warmup", *warmup, "untimed steps first");
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--profile", *profile, "time per op; share outside compute kernels");
+  add_example(cmd, "trainstep bench mnist.tstep --steps 100 --profile");
   cmd->callback([=, &action] {
     action = [=] {
       using clock = std::chrono::steady_clock;

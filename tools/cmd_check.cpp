@@ -46,6 +46,8 @@ void add_check(CLI::App& app, Action& action) {
   cmd->add_option("file", *path, "NAME.tstep or a checkpoint")->required();
   cmd->add_option("--artifact", *art,
                   "for a checkpoint: also check that it fits this artifact (names, dtypes, shapes)");
+  add_examples(cmd, {"trainstep check mnist.tstep",
+                    "trainstep check out/mnist.ckpt --artifact mnist.tstep"});
   cmd->callback([=, &action] {
     action = [=] {
       ts::SafeTensors st = ts::read_safetensors(*path);

@@ -162,6 +162,7 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
   auto rounds = std::make_shared<int>(-1);
   cmd->add_option("spec", *spec, "SPEC.py defining build() -> trainstep.TrainSpec")->required();
   cmd->add_option("--out,-o", *out, "artifact to write (NAME.tstep)")->required();
+  add_example(cmd, "trainstep export examples/mnist/spec.py --out mnist.tstep");
   cmd->add_option("--golden-steps", *steps, "eager steps recorded for verify (default: spec's, 3)");
   cmd->add_option("--seed", *seed, "RNG seed of the golden trace");
   cmd->add_flag("--grads", *grads,

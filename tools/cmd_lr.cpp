@@ -16,6 +16,7 @@ void add_lr_schedule(CLI::App& app, Action& action) {
   cmd->add_option("spec", *spec, "schedule spec (see --lr-schedule of train)")->required();
   cmd->add_option("--base-lr", *base, "base learning rate (default 0.1)");
   cmd->add_option("--steps", *steps, "number of values (default 10)")->check(at_least(0));
+  add_example(cmd, "trainstep lr-schedule cosine:10 --base-lr 0.1 --steps 10");
   cmd->callback([=, &action] {
     action = [=] {
       auto seq = ts::LrSchedule::parse(*spec).sequence(*base, *steps);

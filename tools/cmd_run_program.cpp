@@ -96,6 +96,7 @@ void add_run_program(CLI::App& app, Action& action) {
   auto progress = std::make_shared<bool>(false);
   cmd->add_option("--mode", *modes, "compile modes to run each case in: plain, opt (default both)");
   cmd->add_flag("--progress", *progress, "print each case's name before it runs (to find a crash)");
+  add_example(cmd, "trainstep run-program cases.safetensors results.safetensors --mode opt");
   cmd->callback([=, &action] {
     action = [=] {
       std::vector<const Mode*> ms;

@@ -21,6 +21,7 @@ void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0) {
   imp->add_option("--step", *step,
                   "global step (RNG offset, per-step schedule index); default: the "
                   "optimizer's step count");
+  add_example(imp, "trainstep import-checkpoint mnist.tstep torch_state.pt --out mnist.ckpt");
   imp->callback([=, &action] {
     action = [=] {
       std::vector<std::string> args{"trainstep.torch_checkpoint", "import", *ia, *src,
@@ -42,6 +43,7 @@ void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0) {
   exp->add_option("artifact", *ea, "NAME.tstep the checkpoint is for")->required();
   exp->add_option("checkpoint", *ck, "trainstep checkpoint")->required();
   exp->add_option("--out,-o", *eout, "file to write with torch.save")->required();
+  add_example(exp, "trainstep export-checkpoint mnist.tstep mnist.ckpt --out mnist_state.pt");
   exp->callback([=, &action] {
     action = [=] {
       return run_python(argv0, {"trainstep.torch_checkpoint", "export", *ea, *ck, "--out", *eout});

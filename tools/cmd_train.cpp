@@ -111,6 +111,9 @@ void add_train(CLI::App& app, Action& action) {
                   "into DIR as the run goes: losses, LR, test loss and accuracy, samples/s, "
                   "step time. Example: --log-dir runs/mnist, then: tensorboard --logdir runs")
       ->type_name("DIR");
+  add_examples(cmd, {"trainstep train mnist.tstep --data fashion-mnist --epochs 3 --save out/mnist.ckpt",
+                    "trainstep train mnist.tstep --data fashion-mnist --log-dir runs/mnist, then "
+                    "trainstep plot runs/mnist"});
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
@@ -158,6 +161,7 @@ void add_eval(CLI::App& app, Action& action) {
   auto ckpt = std::make_shared<std::string>();
   add_common(cmd, *c);
   cmd->add_option("--checkpoint", *ckpt, "checkpoint to evaluate (default: initial state)");
+  add_example(cmd, "trainstep eval mnist.tstep --data fashion-mnist --checkpoint out/mnist.ckpt");
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);

@@ -230,6 +230,7 @@ void add_verify(CLI::App& app, Action& action) {
                       "every value (default: each value's tolerance calibrated at export)")
           ->check(finite_at_least(0));
   add_session_flags(cmd, *sopts);
+  add_examples(cmd, {"trainstep verify mnist.tstep", "trainstep verify mnist.tstep --trace --no-fusion"});
   cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
   cmd->add_flag("--trace", *trace,
                 "first compare every node of step 0 with the recorded eager values "

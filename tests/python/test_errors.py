@@ -2,6 +2,7 @@
 non-zero exit (README "Errors and exit codes"), and no crash, hang or
 traceback."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -285,3 +286,41 @@ def test_import_checkpoint_of_a_truncated_or_missing_file(mnist_adadelta, tmp_pa
     _one_line_error(run("import-checkpoint", no_art, good, "--out", out, check=False),
                     f"{no_art}: No such file or directory")
     assert not out.exists()
+
+
+# --- --help: an example for every subcommand; README documents every exit status
+
+def _subcommands():
+    text = run("--help").stdout
+    section = text.split("Subcommands:", 1)[1]
+    return [m.group(1) for m in re.finditer(r"^\s{2}(\S+)\s", section, re.M)]
+
+
+def test_the_subcommand_list_is_complete():
+    assert set(_subcommands()) >= {
+        "export", "train", "eval", "verify", "inspect", "ops", "bench", "lr-schedule",
+        "import-checkpoint", "export-checkpoint", "run-program", "check", "plot"}
+
+
+@pytest.mark.parametrize("cmd", _subcommands())
+def test_every_subcommand_help_has_an_example(cmd):
+    p = run(cmd, "--help")
+    assert p.returncode == 0
+    assert re.search(rf"^Examples?:.*trainstep {cmd}\b", p.stdout, re.M | re.S), p.stdout
+    assert "Exit status" in p.stdout  # the app's footer still follows
+
+
+def test_readme_documents_every_exit_status():
+    header = open(os.path.join(ROOT, "tools", "exit_codes.h")).read()
+    codes = {k: int(v) for k, v in re.findall(r"constexpr int (k\w+) = (\d+);", header)}
+    assert codes.keys() >= {"kOk", "kFailure", "kUsage", "kMismatch", "kSignalBase"}
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    section = readme.split("### Errors and exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| ([\d /]+) \|", section, re.M)
+    documented = {int(v) for row in rows for v in row.split("/")}
+    for name, value in codes.items():
+        if name == "kSignalBase":  # documented as 128 + the signal
+            assert f"({value} + the signal)" in section
+            assert {value + 2, value + 15} <= documented  # SIGINT, SIGTERM
+        else:
+            assert value in documented, (name, value)
