@@ -17,6 +17,7 @@ import torch
 from . import capture_errors
 from . import optim as ts_optim
 from . import batch, patches, provenance, pytree, rng, rnn, views
+from .signature import StepInputs, StepOutputs, tensor_meta
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
@@ -43,10 +44,6 @@ class Captured:
 def json_float(v):
     """A float for the program JSON (non-finite ones as strings, docs/format.md)."""
     return repr(v) if not math.isfinite(v) else v
-
-
-def tensor_meta(t):
-    return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
 
 
 class StepParts:
@@ -198,18 +195,6 @@ def clip_grad_norm(grads, max_norm, norm_type):
     return {n: g * coef for n, g in grads.items()}
 
 
-def _state_inputs(names, kind, tensors):
-    return [dict(name=f"state/{n}", role="state", state=n, kind=kind, **tensor_meta(tensors[n]))
-            for n in names]
-
-
-def _grad_ports(names, tensors, inputs):
-    if inputs:
-        return [dict(name=f"grad/{n}", role="grad", state=n, **tensor_meta(tensors[n]))
-                for n in names]
-    return [dict(role="grad", state=n) for n in names]
-
-
 def lr_dtype(params):
     """The lr input's dtype: float64 when a trained parameter is float64 (a
     float32 LR would round the update that torch makes with a Python
@@ -220,151 +205,78 @@ def lr_dtype(params):
     return torch.float32
 
 
-def _runtime_inputs(lr=None, rng_=True, lr_dtype=torch.float32):
-    """Ports and example values of the lr (when lr is a number) and RNG inputs."""
-    lr_t = torch.tensor(lr if lr is not None else 0.0, dtype=lr_dtype)
-    z = torch.tensor(0, dtype=torch.int64)
-    ports, example = [], []
-    if lr is not None:
-        ports.append(dict(name="lr", role="lr", **tensor_meta(lr_t)))
-        example.append(lr_t)
-    if rng_:
-        ports += [dict(name="rng_seed", role="rng_seed", **tensor_meta(z)),
-                  dict(name="rng_offset", role="rng_offset", **tensor_meta(z))]
-        example += [z, z.clone()]
-    return ports, example
-
-
 def capture_train(parts):
     """train_step: one whole step, loss and every new state tensor."""
     p = parts
-    bnames, fnames, snames = list(p.buffers), list(p.frozen), list(p.opt_state)
-    n_in = len(p.inputs)
+    st = {**p.params, **p.frozen, **p.buffers, **p.opt_state}
+    ins = (StepInputs().state("params", p.pnames, "param", st)
+           .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
+           .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params)).rng()
+           .batch(p.example, p.inputs, p.target, p.layout))
+    outs = (StepOutputs().loss().state("params", p.pnames).state("buffers", p.buffers)
+            .state("opt", p.opt_state))
 
     def step(*flat):
-        it = iter(flat)
-        params = {n: next(it) for n in p.pnames}
-        frozen = {n: next(it) for n in fnames}
-        buffers = {n: next(it) for n in bnames}
-        ostate = {n: next(it) for n in snames}
-        lr_, seed_, offset_ = next(it), next(it), next(it)
-        inputs = [next(it) for _ in range(n_in)]
-        target = next(it)
-        loss, grads, new_bufs = p.loss_and_grads(params, frozen, buffers, seed_, offset_,
-                                                 inputs, target)
-        new_p, new_s = p.apply(params, grads, ostate, lr_)
-        return (loss, *[new_p[n] for n in p.pnames], *[new_bufs[n] for n in bnames],
-                *[new_s[n] for n in snames])
+        a = ins.unpack(flat)
+        loss, grads, new_bufs = p.loss_and_grads(a.params, a.frozen, a.buffers, a.rng_seed,
+                                                 a.rng_offset, a.inputs, a.target)
+        new_p, new_s = p.apply(a.params, grads, a.opt, a.lr)
+        return outs.pack(loss=loss, params=new_p, buffers=new_bufs, opt=new_s)
 
-    st = {**p.params, **p.frozen, **p.buffers, **p.opt_state}
-    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr, lr_dtype=lr_dtype(p.params))
-    sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(fnames, "frozen", st)
-              + _state_inputs(bnames, "buffer", st) + _state_inputs(snames, "optim", st)
-              + rt_ports + _data_inputs(p))
-    sig_out = ([dict(role="loss")] + [dict(role="state", state=n) for n in p.pnames]
-               + [dict(role="state", state=n) for n in bnames]
-               + [dict(role="state", state=n) for n in snames])
-    example = ([st[n] for n in p.pnames + fnames + bnames + snames] + rt_example
-               + p.inputs + [p.target])
     with _mode(p.model, True), provenance.recording(p.model):
-        gm = _trace(step, example)
-    return Captured(gm, Signature(sig_in, sig_out), example)
+        gm = _trace(step, ins.example)
+    return Captured(gm, Signature(ins.ports, outs.ports), ins.example)
 
 
 def capture_grad(parts):
     """grad_step: loss, gradients and new buffers of one batch; no update
     (gradient accumulation, gradients by name)."""
     p = parts
-    bnames, fnames = list(p.buffers), list(p.frozen)
-    n_in = len(p.inputs)
+    st = {**p.params, **p.frozen, **p.buffers}
+    ins = (StepInputs().state("params", p.pnames, "param", st)
+           .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
+           .rng().batch(p.example, p.inputs, p.target, p.layout))
+    outs = StepOutputs().loss().state("buffers", p.buffers).grads("grads", p.pnames)
 
     def step(*flat):
-        it = iter(flat)
-        params = {n: next(it) for n in p.pnames}
-        frozen = {n: next(it) for n in fnames}
-        buffers = {n: next(it) for n in bnames}
-        seed_, offset_ = next(it), next(it)
-        inputs = [next(it) for _ in range(n_in)]
-        target = next(it)
-        loss, grads, new_bufs = p.loss_and_grads(params, frozen, buffers, seed_, offset_,
-                                                 inputs, target)
-        return (loss, *[new_bufs[n] for n in bnames], *[grads[n] for n in p.pnames])
+        a = ins.unpack(flat)
+        loss, grads, new_bufs = p.loss_and_grads(a.params, a.frozen, a.buffers, a.rng_seed,
+                                                 a.rng_offset, a.inputs, a.target)
+        return outs.pack(loss=loss, buffers=new_bufs, grads=grads)
 
-    st = {**p.params, **p.frozen, **p.buffers}
-    rt_ports, rt_example = _runtime_inputs()
-    sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(fnames, "frozen", st)
-              + _state_inputs(bnames, "buffer", st) + rt_ports + _data_inputs(p))
-    sig_out = ([dict(role="loss")] + [dict(role="state", state=n) for n in bnames]
-               + _grad_ports(p.pnames, st, False))
-    example = [st[n] for n in p.pnames + fnames + bnames] + rt_example + p.inputs + [p.target]
     with _mode(p.model, True):
-        gm = _trace(step, example)
-    return Captured(gm, Signature(sig_in, sig_out), example)
+        gm = _trace(step, ins.example)
+    return Captured(gm, Signature(ins.ports, outs.ports), ins.example)
 
 
 def capture_apply(parts):
     """apply_step: the optimizer update (after clipping) from given gradients."""
     p = parts
-    snames = list(p.opt_state)
     st = {**p.params, **p.opt_state}
-
-    def step(*flat):
-        it = iter(flat)
-        params = {n: next(it) for n in p.pnames}
-        ostate = {n: next(it) for n in snames}
-        lr_ = next(it)
-        grads = {n: next(it) for n in p.pnames}
-        new_p, new_s = p.apply(params, grads, ostate, lr_)
-        return (*[new_p[n] for n in p.pnames], *[new_s[n] for n in snames])
-
-    rt_ports, rt_example = _runtime_inputs(p.opt.base_lr, rng_=False, lr_dtype=lr_dtype(p.params))
-    sig_in = (_state_inputs(p.pnames, "param", st) + _state_inputs(snames, "optim", st)
-              + rt_ports + _grad_ports(p.pnames, st, True))
-    sig_out = ([dict(role="state", state=n) for n in p.pnames]
-               + [dict(role="state", state=n) for n in snames])
     g = torch.Generator().manual_seed(0)
     grads = [torch.randn(st[n].shape, generator=g, dtype=st[n].dtype) for n in p.pnames]
-    example = [st[n] for n in p.pnames + snames] + rt_example + grads
-    gm = _trace(step, example)
-    return Captured(gm, Signature(sig_in, sig_out), example)
+    ins = (StepInputs().state("params", p.pnames, "param", st)
+           .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params))
+           .grads(p.pnames, st, grads))
+    outs = StepOutputs().state("params", p.pnames).state("opt", p.opt_state)
 
+    def step(*flat):
+        a = ins.unpack(flat)
+        new_p, new_s = p.apply(a.params, a.grads, a.opt, a.lr)
+        return outs.pack(params=new_p, opt=new_s)
 
-def _drop_unused_inputs(gm, sig_in, example, roles):
-    """Removes the graph's placeholders of these roles that nothing reads,
-    with their signature ports and example values."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    keep = []
-    for node, port in zip(placeholders, sig_in):
-        unused = port["role"] in roles and not node.users
-        if unused:
-            gm.graph.erase_node(node)
-        keep.append(not unused)
-    gm.recompile()
-    return ([p for p, k in zip(sig_in, keep) if k],
-            [x for x, k in zip(example, keep) if k])
-
-
-def _data_inputs(p):
-    """The batch's ports; batch_dim only where it is not 0 (docs/format.md)."""
-    def bd(d):
-        return {"batch_dim": d} if d else {}
-    names = p.example.input_names
-    return ([dict(name=names[i], role="input", index=i, **tensor_meta(x), **bd(d))
-             for i, (x, d) in enumerate(zip(p.inputs, p.layout.inputs))]
-            + [dict(name=p.example.target_names[0], role="target", **tensor_meta(p.target),
-                    **bd(p.layout.target))])
+    gm = _trace(step, ins.example)
+    return Captured(gm, Signature(ins.ports, outs.ports), ins.example)
 
 
 def capture_eval(parts):
     """eval_step: model.eval() outputs and the per-sample loss (so the C++
     side can mask a padded last batch)."""
     p = parts
-    pn, fn, bn = p.pnames, list(p.frozen), list(p.buffers)
-    names = pn + fn + bn
     st = {**p.params, **p.frozen, **p.buffers}
-    kinds = {**{n: "param" for n in pn}, **{n: "frozen" for n in fn},
-             **{n: "buffer" for n in bn}}
-    n_in = len(p.inputs)
+    ins = (StepInputs().state("params", p.pnames, "param", st)
+           .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
+           .rng().batch(p.example, p.inputs, p.target, p.layout))
 
     seen = {}  # the output's Structure, found while tracing
 
@@ -373,16 +285,11 @@ def capture_eval(parts):
         return p.loss(one, t.unsqueeze(p.layout.target))
 
     def step(*flat):
-        it = iter(flat)
-        state = {n: next(it) for n in names}
-        seed_, offset_ = next(it), next(it)
-        inputs = [next(it) for _ in range(n_in)]
-        target = next(it)
+        a = ins.unpack(flat)
         # A model that samples in eval mode (a VAE's reparameterisation)
         # draws from the eval stream; most draw nothing, and lose the ports.
-        with rng.stream(seed_, offset_, key_base=rng.EVAL_KEY_BASE):
-            out = p.call_model({n: state[n] for n in pn}, {n: state[n] for n in fn},
-                               {n: state[n] for n in bn}, inputs)
+        with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE):
+            out = p.call_model(a.params, a.frozen, a.buffers, a.inputs)
         try:
             leaves, seen["structure"] = pytree.flatten(out)
         except TypeError as e:
@@ -390,20 +297,16 @@ def capture_eval(parts):
         if not leaves:
             raise CaptureError("the model's eval output holds no tensor")
         seen["dims"] = batch.output_dims(leaves, p.layout, seen["structure"].names)
-        losses = vmap(per_sample_loss, in_dims=(p.layout.target, *seen["dims"]))(target, *leaves)
+        losses = vmap(per_sample_loss, in_dims=(p.layout.target, *seen["dims"]))(a.target, *leaves)
         return (*leaves, losses)
 
-    rt_ports, rt_example = _runtime_inputs()
-    sig_in = [dict(name=f"state/{n}", role="state", state=n, kind=kinds[n], **tensor_meta(st[n]))
-              for n in names] + rt_ports + _data_inputs(p)
-    example = [st[n] for n in names] + rt_example + p.inputs + [p.target]
     with _mode(p.model, False), provenance.recording(p.model):
-        gm = _trace(step, example)
-    sig_in, example = _drop_unused_inputs(gm, sig_in, example, {"rng_seed", "rng_offset"})
+        gm = _trace(step, ins.example)
+    ins.drop_unused(gm, {"rng_seed", "rng_offset"})
     sig_out = [dict(role="output", index=i, name=name)
                for i, name in enumerate(seen["structure"].names)]
     sig_out.append(dict(role="sample_loss"))
-    return Captured(gm, Signature(sig_in, sig_out), example)
+    return Captured(gm, Signature(ins.ports, sig_out), ins.example)
 
 
 @contextlib.contextmanager
