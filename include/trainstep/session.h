@@ -69,6 +69,11 @@ class Session {
  public:
   // load → verify → compile → bind. Throws ts::Error naming the file.
   static std::unique_ptr<Session> open(const std::string& artifact_path, SessionOptions o = {});
+  // The same from an artifact's bytes already in memory (embedded in the
+  // program, downloaded, ...), with the same checks; `name` stands for the
+  // file in error messages.
+  static std::unique_ptr<Session> open_memory(const std::string& bytes, const std::string& name,
+                                              SessionOptions o = {});
   Session(std::shared_ptr<const Artifact> a, SessionOptions o);
   ~Session();
 

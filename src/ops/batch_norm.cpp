@@ -416,18 +416,24 @@ std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
 }  // namespace
 
 void register_batch_norm_ops(OpRegistry& r) {
-  r.add({"aten.native_batch_norm.default",
-         "batch normalisation of float32 or float64 (N, C, *) over all dims but C, optional "
-         "weight/bias; "
-         "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
-         "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
-         "output may be channel-blocked (plan_layouts)",
-         infer_bn, make_bn});
-  r.add({"aten.native_batch_norm_backward.default",
-         "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; train=true "
-         "reads save_mean/save_invstd, train=false running_mean/running_var; grad_out, input "
-         "and grad_input may be channel-blocked (plan_layouts)",
-         infer_bn_bwd, make_bn_bwd});
+  // Its kernels take one layout for all the activations they touch.
+  OpDef bn{"aten.native_batch_norm.default",
+           "batch normalisation of float32 or float64 (N, C, *) over all dims but C, optional "
+           "weight/bias; "
+           "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
+           "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
+           "output may be channel-blocked (plan_layouts)",
+           infer_bn, make_bn};
+  bn.layouts = LayoutCaps{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr};
+  r.add(std::move(bn));
+  OpDef bwd{"aten.native_batch_norm_backward.default",
+            "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; "
+            "train=true reads save_mean/save_invstd, train=false running_mean/running_var; "
+            "grad_out, input and grad_input may be channel-blocked (plan_layouts)",
+            infer_bn_bwd, make_bn_bwd};
+  const std::vector<PortRef> acts{in_port(0), in_port(1), out_port(0)};
+  bwd.layouts = LayoutCaps{acts, {acts}, nullptr};
+  r.add(std::move(bwd));
 }
 
 }  // namespace ts

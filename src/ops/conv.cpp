@@ -683,30 +683,48 @@ std::vector<bool> conv_output_mask(const NodeCtx& ctx) {
 }
 
 void register_conv_ops(OpRegistry& r) {
-  r.add({"aten.convolution.default",
-         "1-D or 2-D convolution, float32 (oneDNN) or float64 (im2col + GEMM) NCL/NCHW input, "
-         "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
-         "(float32, oneDNN deconvolution, weight (C_in, C_out/groups, k...), output_padding) "
-         "takes plain layouts; otherwise 2-D input/output may be channel-blocked "
-         "(in_layouts/out_layouts, set by the plan_layouts pass)",
-         infer_conv, make_conv<false>});
-  r.add({"trainstep.conv2d_relu",
-         "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and attrs as "
-         "aten.convolution.default; NaN propagates as in aten.relu (made by the fuse_conv_relu "
-         "pass)",
-         infer_conv, make_conv<true>});
-  r.add({"aten.convolution_backward.default",
-         "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
-         "float32 (oneDNN) or float64 (im2col + GEMM); transposed=true: float32, oneDNN "
-         "deconvolution, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
-         "may be channel-blocked (plan_layouts)",
-         infer_conv_bwd, make_conv_bwd<false>});
+  // 2-D, not transposed (ops/conv_transpose.h): src/dst blocked; the
+  // backward's grad_output, src and grad_input; the relu-masked backward
+  // applies x's mask to grad_input element by element, so they share one.
+  const LayoutCaps fwd_layouts{{in_port(0), out_port(0)}, {}, conv_takes_blocked_relu};
+  const LayoutCaps bwd_layouts{{in_port(0), in_port(1), out_port(0)}, {}, conv_takes_blocked_relu};
+  LayoutCaps relu_bwd_layouts = bwd_layouts;
+  relu_bwd_layouts.same = {{in_port(1), out_port(0)}};
+  OpDef conv{"aten.convolution.default",
+             "1-D or 2-D convolution, float32 (oneDNN) or float64 (im2col + GEMM) NCL/NCHW input, "
+             "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
+             "(float32, oneDNN deconvolution, weight (C_in, C_out/groups, k...), output_padding) "
+             "takes plain layouts; otherwise 2-D input/output may be channel-blocked "
+             "(in_layouts/out_layouts, set by the plan_layouts pass)",
+             infer_conv, make_conv<false>};
+  conv.layouts = fwd_layouts;
+  r.add(std::move(conv));
+  OpDef conv_relu{"trainstep.conv2d_relu",
+                  "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and "
+                  "attrs as aten.convolution.default; NaN propagates as in aten.relu (made by the "
+                  "fuse_conv_relu pass)",
+                  infer_conv, make_conv<true>};
+  conv_relu.layouts = fwd_layouts;
+  r.add(std::move(conv_relu));
+  OpDef bwd{"aten.convolution_backward.default",
+            "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
+            "float32 (oneDNN) or float64 (im2col + GEMM); transposed=true: float32, oneDNN "
+            "deconvolution, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
+            "may be channel-blocked (plan_layouts)",
+            infer_conv_bwd, make_conv_bwd<false>};
+  bwd.layouts = bwd_layouts;
+  // Transposed convolutions have no fused relu form.
+  bwd.relu_backward_fusable = [](const NodeCtx& n, const TensorType&) {
+    return conv_takes_blocked_relu(n.attrs());
+  };
+  r.add(std::move(bwd));
   OpDef relu_bwd{"trainstep.conv_backward_relu",
                  "aten.convolution_backward whose grad_input is also masked by the relu that "
                  "made the input x: where(x <= 0, 0, grad_input); may write grad_input over x "
                  "(made by the fuse_relu_backward pass)",
                  infer_conv_bwd_relu, make_conv_bwd<true>};
   relu_bwd.overwrites_input = 1;
+  relu_bwd.layouts = relu_bwd_layouts;
   r.add(std::move(relu_bwd));
 }
 

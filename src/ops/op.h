@@ -100,6 +100,25 @@ class TileOp {
   virtual void run(const float* const* in, float* out, int64_t n) const = 0;
 };
 
+// One of a node's ports: input `index`, or output `index`.
+struct PortRef {
+  bool output = false;
+  int index = 0;
+};
+inline PortRef in_port(int i) { return {false, i}; }
+inline PortRef out_port(int j) { return {true, j}; }
+
+// What an op's kernel does with oneDNN's channel-blocked activations
+// (ops/layout.h), for the plan_layouts pass: the ports it reads or writes
+// blocked itself, and the ports that must share one layout (a kernel that
+// takes one layout for all of them, or applies a mask element by element).
+struct LayoutCaps {
+  std::vector<PortRef> blocked;
+  std::vector<std::vector<PortRef>> same;
+  // Set when only some nodes of the op qualify (by their attrs).
+  bool (*applies)(const json& attrs) = nullptr;
+};
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -121,6 +140,14 @@ struct OpDef {
   // The kernel only moves or converts data (transposes, concatenation,
   // casts): profiles count it as overhead, not compute.
   bool data_movement = false;
+  // Blocked-layout ports (plan_layouts); absent: the kernel takes plain
+  // layouts only (pointwise ops take any layout through same_index).
+  std::optional<LayoutCaps> layouts = std::nullopt;
+  // Relu's backward, where(x <= 0, 0, g), can fold into this op's gradient
+  // for this node, whose relu output is x (fuse_relu_backward). nullptr:
+  // never. For max pooling it is asked of the forward node, whose form
+  // changes too.
+  bool (*relu_backward_fusable)(const NodeCtx& node, const TensorType& x) = nullptr;
 };
 
 class OpRegistry {

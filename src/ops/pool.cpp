@@ -637,25 +637,38 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 }  // namespace pool_detail
 
 void register_pool_ops(OpRegistry& r) {
-  r.add({"aten.max_pool2d_with_indices.default",
-         "2-D max pooling over float32 or float64 (N,)C,H,W returning values and int64 flat h*W+w "
-         "indices as PyTorch; stride/padding/dilation/ceil_mode",
-         infer_fwd, make_fwd});
+  OpDef fwd{"aten.max_pool2d_with_indices.default",
+            "2-D max pooling over float32 or float64 (N,)C,H,W returning values and int64 flat "
+            "h*W+w indices as PyTorch; stride/padding/dilation/ceil_mode",
+            infer_fwd, make_fwd};
+  // Becomes trainstep.max_pool2d_code (+ its backward) when the windows
+  // tile the input and a window's offset fits the code's 7 bits.
+  fwd.relu_backward_fusable = [](const NodeCtx& n, const TensorType& x) {
+    if (!pool_detail::windows_tile(n, x)) return false;
+    int64_t kh, kw;
+    n.attr_pair("kernel_size", kh, kw);
+    return kh * kw <= 128;
+  };
+  r.add(std::move(fwd));
   r.add({"aten.max_pool2d_with_indices_backward.default",
          "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
          "float32 or float64 tensor at the saved indices",
          infer_bwd, make_bwd});
-  r.add({"trainstep.max_pool2d_code",
-         "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "
-         "values and one uint8 per window (argmax offset, bit 7: max > 0 or NaN) for "
-         "trainstep.max_pool2d_code_backward (created by a compiler pass); the input may be "
-         "channel-blocked (plan_layouts)",
-         infer_code_fwd, make_code_fwd});
-  r.add({"trainstep.max_pool2d_code_backward",
-         "Gradient of max_pool2d(relu(.)) w.r.t. the relu output from the window codes: "
-         "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a compiler pass); "
-         "grad_input may be channel-blocked (plan_layouts)",
-         infer_code_bwd, make_code_bwd});
+  OpDef code{"trainstep.max_pool2d_code",
+             "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "
+             "values and one uint8 per window (argmax offset, bit 7: max > 0 or NaN) for "
+             "trainstep.max_pool2d_code_backward (created by a compiler pass); the input may be "
+             "channel-blocked (plan_layouts)",
+             infer_code_fwd, make_code_fwd};
+  code.layouts = LayoutCaps{{in_port(0)}, {}, nullptr};
+  r.add(std::move(code));
+  OpDef code_bwd{"trainstep.max_pool2d_code_backward",
+                 "Gradient of max_pool2d(relu(.)) w.r.t. the relu output from the window codes: "
+                 "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a "
+                 "compiler pass); grad_input may be channel-blocked (plan_layouts)",
+                 infer_code_bwd, make_code_bwd};
+  code_bwd.layouts = LayoutCaps{{out_port(0)}, {}, nullptr};
+  r.add(std::move(code_bwd));
 }
 
 }  // namespace ts

@@ -1,8 +1,7 @@
 #include "passes/fuse_relu_backward.h"
 
 #include "ir/rewrite.h"
-#include "ops/conv_transpose.h"
-#include "ops/pool.h"
+#include "ops/op.h"
 
 namespace ts {
 
@@ -21,6 +20,12 @@ struct Rewriter {
   std::vector<std::vector<int>> readers = consumers(f);
   std::vector<bool> outs = output_values(f);
 
+  // The op's own word on whether this node can take relu's backward.
+  bool fusable(const Node& n, const TensorType& x) const {
+    const OpDef* d = n.def ? n.def : OpRegistry::get().find(n.op);
+    return d && d->relu_backward_fusable && d->relu_backward_fusable(node_ctx(f, n), x);
+  }
+
   bool only_reader(int v, int node) const {
     return v >= 0 && !outs[v] && readers[v].size() == 1 && readers[v][0] == node;
   }
@@ -36,11 +41,7 @@ struct Rewriter {
         fwd.attrs != pb.attrs || !only_reader(idx, gi))
       return false;
     const TensorType xt = f.value_types[x];  // a copy: add_value below grows value_types
-    const NodeCtx ctx = node_ctx(f, fwd);
-    if (!pool_detail::windows_tile(ctx, xt)) return false;
-    int64_t kh, kw;
-    ctx.attr_pair("kernel_size", kh, kw);
-    if (kh * kw > 128) return false;
+    if (!fusable(fwd, xt)) return false;
 
     const TensorType ct{DType::U8, f.value_types[idx].shape};
     const int code = add_value(f, fwd.name + ".code", ct);
@@ -63,7 +64,7 @@ struct Rewriter {
   bool conv(int wi, int gi, int x) {
     Node& cb = f.nodes[gi];
     if (cb.inputs[1] != x || cb.outputs[0] != f.nodes[wi].inputs[2]) return false;
-    if (!conv_takes_blocked_relu(cb.attrs)) return false;  // transposed: no fused form
+    if (!fusable(cb, f.value_types[x])) return false;
     cb.op = "trainstep.conv_backward_relu";
     cb.def = nullptr;
     cb.outputs[0] = f.nodes[wi].outputs[0];

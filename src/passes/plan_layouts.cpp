@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "ir/rewrite.h"
-#include "ops/conv_transpose.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 
@@ -13,34 +12,26 @@ namespace ts {
 
 namespace {
 
-// A convolution node whose kernel takes blocked activations: not a
-// transposed one (ops/conv_transpose.h), which takes plain layouts only.
-bool is_conv_fwd(const Node& n) {
-  return (n.op == "aten.convolution.default" || n.op == "trainstep.conv2d_relu") &&
-         conv_takes_blocked_relu(n.attrs);
-}
-bool is_conv_bwd(const Node& n) {
-  return (n.op == "aten.convolution_backward.default" || n.op == "trainstep.conv_backward_relu") &&
-         conv_takes_blocked_relu(n.attrs);
+// The node's blocked-layout capabilities (OpDef::layouts), if this node
+// qualifies (a transposed convolution does not).
+const LayoutCaps* caps(const Node& n) {
+  if (!n.def || !n.def->layouts) return nullptr;
+  const LayoutCaps& c = *n.def->layouts;
+  return !c.applies || c.applies(n.attrs) ? &c : nullptr;
 }
 
-// Ports whose kernels read or write a blocked activation themselves:
-// convolution forward input 0 (src) and output 0 (dst); its backward
-// inputs 0 (grad_output) and 1 (src) and output 0 (grad_input); the code
-// max-pool's input and its backward's grad_input; batch norm's input and
-// output, and its backward's grad_output, input and grad_input.
-bool blocks_input(const Node& n, int i) {
-  const std::string& op = n.op;
-  return (is_conv_fwd(n) && i == 0) || (is_conv_bwd(n) && (i == 0 || i == 1)) ||
-         (op == "trainstep.max_pool2d_code" && i == 0) ||
-         (op == "aten.native_batch_norm.default" && i == 0) ||
-         (op == "aten.native_batch_norm_backward.default" && (i == 0 || i == 1));
+// Does the node's kernel read or write this port blocked itself?
+bool blocks(const Node& n, PortRef port) {
+  const LayoutCaps* c = caps(n);
+  if (!c) return false;
+  for (const PortRef& p : c->blocked)
+    if (p.output == port.output && p.index == port.index) return true;
+  return false;
 }
-bool blocks_output(const Node& n, int j) {
-  const std::string& op = n.op;
-  return j == 0 && (is_conv_fwd(n) || is_conv_bwd(n) || op == "trainstep.max_pool2d_code_backward" ||
-                    op == "aten.native_batch_norm.default" ||
-                    op == "aten.native_batch_norm_backward.default");
+
+int value_at(const Node& n, PortRef p) {
+  const std::vector<int>& vs = p.output ? n.outputs : n.inputs;
+  return p.index < static_cast<int>(vs.size()) ? vs[p.index] : -1;
 }
 
 // A pointwise node whose every tensor has one shape (or one element) reads
@@ -89,9 +80,7 @@ void plan_layouts(Function& f, int64_t block) {
   auto is_big = [&](int v) { return shape_numel(f.value_types[v].shape) != 1; };
 
   // Values that must share a layout: the tensors of a layout-agnostic node,
-  // a relu-masked convolution backward's x and grad_input (the mask is
-  // applied element by element), and batch norm's activations (its kernels
-  // take one layout for all of them).
+  // and the ports an op's LayoutCaps::same groups.
   Sets sets(nv);
   std::vector<bool> agnostic(f.nodes.size(), false);
   for (size_t k = 0; k < f.nodes.size(); ++k) {
@@ -107,15 +96,16 @@ void plan_layouts(Function& f, int64_t block) {
           sets.join(v, first);
         }
     }
-    auto join = [&](int a, int b) {
-      if (a >= 0 && b >= 0) sets.join(a, b);
-    };
-    if (n.op == "trainstep.conv_backward_relu") join(n.inputs[1], n.outputs[0]);
-    if (n.op == "aten.native_batch_norm.default") join(n.inputs[0], n.outputs[0]);
-    if (n.op == "aten.native_batch_norm_backward.default") {
-      join(n.inputs[0], n.inputs[1]);
-      join(n.inputs[1], n.outputs[0]);
-    }
+    if (const LayoutCaps* c = caps(n))
+      for (const auto& group : c->same) {
+        int first = -1;
+        for (const PortRef& p : group) {
+          const int v = value_at(n, p);
+          if (v < 0) continue;
+          if (first < 0) first = v;
+          sets.join(v, first);
+        }
+      }
   }
 
   // A set is blocked when each of its values can be (rank 4, channels a
@@ -142,8 +132,8 @@ void plan_layouts(Function& f, int64_t block) {
       else if (!agnostic[k])
         ok[sets.find(v)] = 0;
     };
-    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) touch(n.inputs[i], blocks_input(n, i));
-    for (int j = 0; j < static_cast<int>(n.outputs.size()); ++j) touch(n.outputs[j], blocks_output(n, j));
+    for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) touch(n.inputs[i], blocks(n, in_port(i)));
+    for (int j = 0; j < static_cast<int>(n.outputs.size()); ++j) touch(n.outputs[j], blocks(n, out_port(j)));
   }
   std::vector<bool> blocked(nv, false);
   bool any = false;

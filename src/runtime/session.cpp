@@ -74,6 +74,12 @@ std::unique_ptr<Session> Session::open(const std::string& path, SessionOptions o
   return std::make_unique<Session>(std::move(a), o);
 }
 
+std::unique_ptr<Session> Session::open_memory(const std::string& bytes, const std::string& name,
+                                              SessionOptions o) {
+  auto a = std::make_shared<Artifact>(load_artifact(name, parse_safetensors(bytes, name)));
+  return std::make_unique<Session>(std::move(a), o);
+}
+
 Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     : artifact_(std::move(a)), opts_(o) {
   const Program& p = artifact_->program;

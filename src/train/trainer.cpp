@@ -161,15 +161,225 @@ bool batch_logged(int64_t batch, int64_t batches) {
   return batch % std::max<int64_t>(1, batches / 10) == 0 || batch == batches;
 }
 
+namespace {
+
+// Where this call starts: the checkpoint it resumed, if any, and the
+// position saved in it.
+struct Start {
+  RunPosition at;
+  std::string from;  // "": from the session's current state
+};
+
+Start resume(Session& s, const TrainOptions& o, const std::string& dir, TrainObserver& ob) {
+  Start st;
+  bool checksummed = true;
+  if (o.resume == "auto") {
+    if (dir.empty()) fail("--resume auto needs --save or --checkpoint-dir to look in");
+    st.from = resume_auto(s, dir, o.save, st.at, checksummed, ob);
+    if (st.from.empty())
+      ob.on_note(Note::NoCheckpoint, "no checkpoint in " + dir + ": starting from the initial state");
+    else
+      ob.on_note(Note::Resumed, "resuming from " + st.from);
+  } else if (!o.resume.empty()) {
+    CheckpointMeta m = s.load_checkpoint(o.resume);
+    st.at = resume_position(m, o.resume);
+    checksummed = m.checksummed;
+    st.from = o.resume;
+  }
+  if (!st.from.empty() && !checksummed) ob.on_note(Note::Unchecked, unchecked_notice(st.from));
+  return st;
+}
+
+// The run's settings: the options, and where they are unset, the resumed
+// run's own, so a resume continues as it ran.
+struct Plan {
+  double base_lr = 0;
+  LrSchedule sched = LrSchedule::parse("");
+  std::string unit;     // "epoch" or "step"
+  int64_t seed = 0;
+  int64_t accum = 1;    // batches per optimizer step
+  int64_t batches = 0;  // per epoch: whole optimizer steps only
+  int64_t last_epoch = 0;
+};
+
+Plan plan_run(Session& s, const TrainOptions& o, const Start& st, const Batcher& data) {
+  Plan p;
+  const bool resumed = !st.from.empty();
+  p.base_lr = o.lr >= 0 ? o.lr : resumed ? st.at.base_lr : s.lr();
+  p.sched = LrSchedule::parse(!o.lr_schedule.empty() || !resumed ? o.lr_schedule : st.at.lr_schedule);
+  p.unit = !o.lr_schedule_unit.empty() ? o.lr_schedule_unit : resumed ? st.at.lr_schedule_unit : "";
+  if (p.unit.empty()) p.unit = "epoch";
+  if (p.unit != "epoch" && p.unit != "step")
+    fail("bad LR schedule unit '" + p.unit + "' (expected 'epoch' or 'step')");
+  p.seed = resumed ? s.seed() : o.seed;
+  p.batches = data.full_batches();
+  if (o.max_batches > 0 && o.max_batches < p.batches) p.batches = o.max_batches;
+  if (p.batches == 0) fail("the training set has fewer samples than one batch");
+  p.accum = o.accumulate > 0 ? o.accumulate : resumed ? st.at.accumulate : 1;
+  if (p.accum < 1) fail("--accumulate must be at least 1");
+  if (p.accum > 1) {
+    if (!s.has_grad_functions())
+      fail("--accumulate needs an artifact exported with --grads (" + s.program().name +
+           " has no grad_step)");
+    if (p.batches < p.accum)
+      fail("--accumulate " + std::to_string(p.accum) + ": an epoch has only " +
+           std::to_string(p.batches) + " batches");
+    p.batches -= p.batches % p.accum;
+  }
+  p.last_epoch = o.resume == "auto" ? o.epochs : st.at.epoch + o.epochs;
+  return p;
+}
+
+// One call's loop over epochs and batches, with its running epoch loss and
+// the checkpoints it writes.
+class Run {
+ public:
+  Run(Session& s, const Dataset& test, const TrainOptions& o, TrainObserver& ob, std::string dir,
+      const Start& st, const Plan& plan, Batcher& data, Prefetcher& pf)
+      : s_(s), test_(test), o_(o), ob_(ob), dir_(std::move(dir)), st_(st), p_(plan),
+        cursor_(plan.sched, plan.base_lr), data_(data), pf_(pf),
+        loss_sum_(st.at.epoch_loss_sum), loss_count_(st.at.epoch_loss_count) {}
+
+  TrainResult run() {
+    TrainResult result;
+    result.resumed_from = st_.from;
+    for (int64_t e = st_.at.epoch; e < p_.last_epoch; ++e)
+      if (epoch(e, result)) return result;
+    result.epochs_done = std::max(p_.last_epoch, st_.at.epoch);
+    result.skipped_steps = s_.skipped_steps();
+    return result;
+  }
+
+ private:
+  // Epoch e (0-based); true when a stop request ended the run in it.
+  bool epoch(int64_t e, TrainResult& result) {
+    const bool per_step = p_.unit == "step";
+    EpochReport rep;
+    rep.epoch = e + 1;
+    if (per_step) {
+      // The schedule index is the session's global step (kept in
+      // checkpoints), so a resume continues the sequence where it stopped.
+      cursor_.advance_to(s_.step());
+      rep.lr = cursor_.lr();
+    } else {
+      rep.lr = p_.sched.at_epoch(p_.base_lr, e);
+    }
+    s_.set_lr(rep.lr);
+    data_.shuffle(static_cast<uint64_t>(p_.seed), e);
+    const int64_t nb = p_.batches, first = e == st_.at.epoch ? std::min(st_.at.batch, nb) : 0;
+    if (first % p_.accum != 0)
+      fail(st_.from + ": the checkpoint is " + std::to_string(first) +
+           " batches into an epoch, inside an optimizer step of --accumulate " +
+           std::to_string(p_.accum));
+    if (first < nb) pf_.start(first, nb - first);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t b = first; b < nb; ++b) {
+      pf_.next();
+      if (per_step) {
+        cursor_.advance_to(s_.step());
+        s_.set_lr(cursor_.lr());
+      }
+      float loss;
+      const bool step_done = p_.accum == 1 || (b + 1) % p_.accum == 0;
+      try {
+        if (p_.accum == 1) {
+          loss = s_.train_step({pf_.x().view}, pf_.y().view);
+        } else {
+          loss = s_.grad_step({pf_.x().view}, pf_.y().view);
+          if (step_done) s_.apply_grads();
+        }
+      } catch (const Error& ex) {
+        fail("epoch " + std::to_string(e + 1) + ", " + ex.what());
+      }
+      if (std::isfinite(loss)) {  // a skipped step's loss may not be
+        loss_sum_ += loss;
+        ++loss_count_;
+      }
+      BatchProgress bp;
+      bp.epoch = e + 1;
+      bp.batch = b + 1;
+      bp.batches = nb;
+      bp.batch_size = s_.batch_size();
+      bp.step = s_.step();
+      bp.loss = loss_count_ ? loss_sum_ / loss_count_ : 0.0;
+      bp.lr = s_.lr();
+      bp.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      bp.timed_batches = b + 1 - first;
+      ob_.on_batch(bp);
+      if (!step_done) continue;  // checkpoints and stops fall between optimizer steps
+      if (o_.checkpoint_every > 0 && s_.step() % o_.checkpoint_every == 0) checkpoint(e, b + 1);
+      if (stop_requested()) return stop(e, b + 1, result);
+    }
+    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rep.train_loss = loss_count_ ? loss_sum_ / loss_count_ : NAN;  // every step skipped
+    rep.samples_per_s = (nb - first) * s_.batch_size() / std::max(rep.seconds, 1e-9);
+    rep.skipped = s_.skipped_steps();
+    rep.step = s_.step();
+    rep.test = evaluate(s_, test_);
+    loss_sum_ = 0;
+    loss_count_ = 0;
+    if (!o_.save.empty()) s_.save_checkpoint(o_.save, position(e + 1, 0));
+    ob_.on_epoch(rep);
+    return stop_requested() && stop(e + 1, 0, result);
+  }
+
+  RunPosition position(int64_t epochs_done, int64_t batch) const {
+    RunPosition r;
+    r.epoch = epochs_done;
+    r.batch = batch;
+    r.base_lr = p_.base_lr;
+    r.lr_schedule = p_.sched.spec();
+    r.lr_schedule_unit = p_.unit;
+    r.accumulate = p_.accum;
+    r.epoch_loss_sum = batch ? loss_sum_ : 0.0;
+    r.epoch_loss_count = batch ? loss_count_ : 0;
+    return r;
+  }
+
+  // A periodic or stop checkpoint in the folder ("" when there is none);
+  // one position is written once.
+  std::string checkpoint(int64_t epochs_done, int64_t batch) {
+    if (dir_.empty()) return "";
+    const std::string path = checkpoint_path(dir_, s_.step());
+    const Position here{s_.step(), epochs_done, batch};
+    if (!(here < written_) && !(written_ < here)) return path;  // already written
+    make_checkpoint_dir(dir_);
+    s_.save_checkpoint(path, position(epochs_done, batch));
+    prune_checkpoints(dir_, o_.keep);
+    written_ = here;
+    return path;
+  }
+
+  bool stop_requested() const { return o_.stop && o_.stop->load() != 0; }
+  bool stop(int64_t epochs_done, int64_t batch, TrainResult& result) {
+    result.stopped_by = o_.stop->load();
+    result.checkpoint = checkpoint(epochs_done, batch);
+    result.epochs_done = epochs_done;
+    result.skipped_steps = s_.skipped_steps();
+    return true;
+  }
+
+  Session& s_;
+  const Dataset& test_;
+  const TrainOptions& o_;
+  TrainObserver& ob_;
+  const std::string dir_;
+  const Start& st_;
+  const Plan& p_;
+  LrSchedule::Cursor cursor_;
+  Batcher& data_;
+  Prefetcher& pf_;
+  double loss_sum_;
+  int64_t loss_count_;
+  Position written_{-1, -1, -1};  // the last checkpoint written
+};
+
+}  // namespace
+
 TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
                   const TrainOptions& o, TrainObserver* observer) {
   TrainObserver quiet;
   TrainObserver& ob = observer ? *observer : quiet;
-  TrainResult result;
-  double base_lr = o.lr >= 0 ? o.lr : s.lr();
-  std::string schedule_spec = o.lr_schedule;
-  std::string unit = o.lr_schedule_unit;
-  int64_t seed = o.seed;
   const std::string dir =
       !o.checkpoint_dir.empty() ? o.checkpoint_dir : o.save.empty() ? "" : default_checkpoint_dir(o.save);
   if (o.checkpoint_every < 0) fail("--checkpoint-every must be >= 0");
@@ -177,164 +387,13 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
     fail("--checkpoint-every needs a place for checkpoints: --save or --checkpoint-dir");
   if (o.keep < 1) fail("--keep must be at least 1");
 
-  RunPosition rp;
-  bool checksummed = true;
-  const bool auto_resume = o.resume == "auto";
-  if (auto_resume) {
-    if (dir.empty()) fail("--resume auto needs --save or --checkpoint-dir to look in");
-    result.resumed_from = resume_auto(s, dir, o.save, rp, checksummed, ob);
-    if (result.resumed_from.empty())
-      ob.on_note(Note::NoCheckpoint, "no checkpoint in " + dir + ": starting from the initial state");
-    else
-      ob.on_note(Note::Resumed, "resuming from " + result.resumed_from);
-  } else if (!o.resume.empty()) {
-    CheckpointMeta m = s.load_checkpoint(o.resume);
-    rp = resume_position(m, o.resume);
-    checksummed = m.checksummed;
-    result.resumed_from = o.resume;
-  }
-  if (!result.resumed_from.empty() && !checksummed)
-    ob.on_note(Note::Unchecked, unchecked_notice(result.resumed_from));
-  if (!result.resumed_from.empty()) {
-    if (o.lr < 0) base_lr = rp.base_lr;
-    if (schedule_spec.empty()) schedule_spec = rp.lr_schedule;
-    if (unit.empty()) unit = rp.lr_schedule_unit;
-    seed = s.seed();
-  }
-  s.set_seed(seed);
-  if (unit.empty()) unit = "epoch";
-  if (unit != "epoch" && unit != "step")
-    fail("bad LR schedule unit '" + unit + "' (expected 'epoch' or 'step')");
-  const bool per_step = unit == "step";
-  LrSchedule sched = LrSchedule::parse(schedule_spec);
-  // Per step, the schedule index is the session's global step (kept in
-  // checkpoints), so a resume continues the sequence where it stopped.
-  LrSchedule::Cursor cursor(sched, base_lr);
+  const Start st = resume(s, o, dir, ob);
   Batcher data(train_set, s.batch_size());
   auto pf = prefetcher(s, "train_step", data);
-  int64_t nb = data.full_batches();
-  if (o.max_batches > 0 && o.max_batches < nb) nb = o.max_batches;
-  if (nb == 0) fail("the training set has fewer samples than one batch");
-  // Unset: the resumed run's own, so a resume continues as it ran.
-  const int64_t accum = o.accumulate > 0 ? o.accumulate : result.resumed_from.empty() ? 1 : rp.accumulate;
-  if (accum < 1) fail("--accumulate must be at least 1");
-  if (accum > 1) {
-    if (!s.has_grad_functions())
-      fail("--accumulate needs an artifact exported with --grads (" + s.program().name +
-           " has no grad_step)");
-    if (nb < accum)
-      fail("--accumulate " + std::to_string(accum) + ": an epoch has only " + std::to_string(nb) +
-           " batches");
-    nb -= nb % accum;  // whole optimizer steps only
-    s.set_accumulation(accum);
-  }
-
-  const int64_t last_epoch = auto_resume ? o.epochs : rp.epoch + o.epochs;
-  double loss_sum = rp.epoch_loss_sum;
-  int64_t loss_count = rp.epoch_loss_count;
-  Position written{-1, -1, -1};  // the last checkpoint written
-  auto position = [&](int64_t epochs_done, int64_t batch) {
-    RunPosition r;
-    r.epoch = epochs_done;
-    r.batch = batch;
-    r.base_lr = base_lr;
-    r.lr_schedule = sched.spec();
-    r.lr_schedule_unit = unit;
-    r.accumulate = accum;
-    r.epoch_loss_sum = batch ? loss_sum : 0.0;
-    r.epoch_loss_count = batch ? loss_count : 0;
-    return r;
-  };
-  auto checkpoint = [&](int64_t epochs_done, int64_t batch) -> std::string {
-    if (dir.empty()) return "";
-    const std::string path = checkpoint_path(dir, s.step());
-    const Position here{s.step(), epochs_done, batch};
-    if (!(here < written) && !(written < here)) return path;  // already written
-    make_checkpoint_dir(dir);
-    s.save_checkpoint(path, position(epochs_done, batch));
-    prune_checkpoints(dir, o.keep);
-    written = here;
-    return path;
-  };
-  auto stop_requested = [&] { return o.stop && o.stop->load() != 0; };
-  auto stop = [&](int64_t epochs_done, int64_t batch) {
-    result.stopped_by = o.stop->load();
-    result.checkpoint = checkpoint(epochs_done, batch);
-    result.epochs_done = epochs_done;
-    result.skipped_steps = s.skipped_steps();
-    return result;
-  };
-
-  for (int64_t e = rp.epoch; e < last_epoch; ++e) {
-    EpochReport rep;
-    rep.epoch = e + 1;
-    if (per_step) {
-      cursor.advance_to(s.step());
-      rep.lr = cursor.lr();
-    } else {
-      rep.lr = sched.at_epoch(base_lr, e);
-    }
-    s.set_lr(rep.lr);
-    data.shuffle(static_cast<uint64_t>(seed), e);
-    const int64_t first = e == rp.epoch ? std::min(rp.batch, nb) : 0;
-    if (first % accum != 0)
-      fail(result.resumed_from + ": the checkpoint is " + std::to_string(first) +
-           " batches into an epoch, inside an optimizer step of --accumulate " +
-           std::to_string(accum));
-    if (first < nb) pf->start(first, nb - first);
-    auto t0 = std::chrono::steady_clock::now();
-    for (int64_t b = first; b < nb; ++b) {
-      pf->next();
-      if (per_step) {
-        cursor.advance_to(s.step());
-        s.set_lr(cursor.lr());
-      }
-      float loss;
-      const bool step_done = accum == 1 || (b + 1) % accum == 0;
-      try {
-        if (accum == 1) {
-          loss = s.train_step({pf->x().view}, pf->y().view);
-        } else {
-          loss = s.grad_step({pf->x().view}, pf->y().view);
-          if (step_done) s.apply_grads();
-        }
-      } catch (const Error& ex) {
-        fail("epoch " + std::to_string(e + 1) + ", " + ex.what());
-      }
-      if (std::isfinite(loss)) {  // a skipped step's loss may not be
-        loss_sum += loss;
-        ++loss_count;
-      }
-      BatchProgress bp;
-      bp.epoch = e + 1;
-      bp.batch = b + 1;
-      bp.batches = nb;
-      bp.batch_size = s.batch_size();
-      bp.step = s.step();
-      bp.loss = loss_count ? loss_sum / loss_count : 0.0;
-      bp.lr = s.lr();
-      bp.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      bp.timed_batches = b + 1 - first;
-      ob.on_batch(bp);
-      if (!step_done) continue;  // checkpoints and stops fall between optimizer steps
-      if (o.checkpoint_every > 0 && s.step() % o.checkpoint_every == 0) checkpoint(e, b + 1);
-      if (stop_requested()) return stop(e, b + 1);
-    }
-    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rep.train_loss = loss_count ? loss_sum / loss_count : NAN;  // every step skipped
-    rep.samples_per_s = (nb - first) * s.batch_size() / std::max(rep.seconds, 1e-9);
-    rep.skipped = s.skipped_steps();
-    rep.step = s.step();
-    rep.test = evaluate(s, test_set);
-    loss_sum = 0;
-    loss_count = 0;
-    if (!o.save.empty()) s.save_checkpoint(o.save, position(e + 1, 0));
-    ob.on_epoch(rep);
-    if (stop_requested()) return stop(e + 1, 0);
-  }
-  result.epochs_done = std::max(last_epoch, rp.epoch);
-  result.skipped_steps = s.skipped_steps();
-  return result;
+  const Plan plan = plan_run(s, o, st, data);
+  s.set_seed(plan.seed);
+  if (plan.accum > 1) s.set_accumulation(plan.accum);
+  return Run(s, test_set, o, ob, dir, st, plan, data, *pf).run();
 }
 
 }  // namespace ts

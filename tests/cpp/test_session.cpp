@@ -2,19 +2,18 @@
 // state access, checkpoints. (Numerics against PyTorch are covered by the
 // Python parity tests; this checks the API's contracts and errors.)
 #include <gtest/gtest.h>
-
-#include "test_util.h"
-#include "tiny_artifact.h"
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <functional>
-
-#include "trainstep/error.h"
-
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "test_util.h"
+#include "tiny_artifact.h"
+#include "trainstep/error.h"
 #include "trainstep/session.h"
 
 using ts::DType;
@@ -62,6 +61,25 @@ TEST(Session, StateByName) {
   EXPECT_EQ(error_of([&] { s->set_state("w", bad.view); }),
             "state 'w' is float32[4, 3], got float32[3, 4]");
   EXPECT_EQ(error_of([&] { s->state("nope"); }), "no state tensor named 'nope'");
+}
+
+TEST(Session, OpensFromMemoryAsFromTheFile) {
+  std::string dir = make_temp_dir();
+  const std::string path = write_tiny_artifact(dir);
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto from_file = ts::Session::open(path);
+  auto from_memory = ts::Session::open_memory(bytes, "tiny (in memory)");
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  for (int64_t i = 0; i < 8; ++i) x.view.as<float>()[i] = 0.25f * float(i) - 1.0f;
+  y.view.as<int64_t>()[1] = 2;
+  EXPECT_EQ(from_file->train_step({x.view}, y.view), from_memory->train_step({x.view}, y.view));
+  EXPECT_EQ(0, std::memcmp(from_file->state("w").data, from_memory->state("w").data,
+                           from_file->state("w").nbytes()));
+  std::string bad = bytes;
+  bad[bad.size() - 1] ^= 1;  // a flipped bit in the last tensor's bytes
+  const std::string e = error_of([&] { ts::Session::open_memory(bad, "tiny (in memory)"); });
+  EXPECT_EQ(e.rfind("tiny (in memory): ", 0), 0u) << e;
 }
 
 TEST(Session, CheckpointRoundTripAndWrongModel) {
