@@ -14,7 +14,8 @@ from typing import List
 
 import torch
 
-from .capture_errors import BatchLayoutError, CaptureError, example
+from . import pytree
+from .errors import BatchLayoutError, CaptureError
 
 # Inferred batch dims are looked for among these (a batch deeper than dim
 # 1 is declared).
@@ -30,6 +31,25 @@ class Layout:
     @property
     def trivial(self):
         return self.target == 0 and all(d == 0 for d in self.inputs)
+
+
+def example(spec, where=None):
+    """The spec's example batch as pytree.Example; a BatchLayoutError when an
+    input or the target holds what the step cannot take, or the target no
+    tensor (the runtime takes one target tensor: several are for a later
+    slice, docs/format.md)."""
+    try:
+        ex = pytree.Example(spec.example_inputs, spec.example_target)
+    except TypeError as e:
+        raise BatchLayoutError(f"the example batch: {e}", where) from None
+    n = len(ex.target_leaves)
+    if n != 1:
+        raise BatchLayoutError(
+            f"the example target holds {'no' if not n else n} tensors"
+            + (f" ({', '.join(ex.target_names)})" if n else "")
+            + "; the step takes exactly one target tensor (a dict or tuple around it is "
+            "fine). Pass the other tensors as model inputs, or stack them into one", where)
+    return ex
 
 
 def _shapes(named):

@@ -62,7 +62,7 @@ class StepParts:
         self.model = spec.model
         # The batch's tensor leaves (pytree.Example): model inputs and the
         # target may be dicts, tuples, dataclasses of tensors.
-        self.example = capture_errors.example(spec)
+        self.example = batch.example(spec)
         self.inputs = list(self.example.input_leaves)
         self.target = self.example.target_leaves[0]
         self.layout = batch.resolve(spec)
@@ -151,7 +151,7 @@ def _reached_by_grad(spec, params):
     model.train()
     named = dict(model.named_parameters())
     ps = [named[n] for n in params]
-    ex = capture_errors.example(spec)
+    ex = batch.example(spec)
     with rng.stream(torch.tensor(0), torch.tensor(0)):
         out = model(*ex.args([x.clone() for x in ex.input_leaves]))
         loss = spec.loss_fn(out, ex.target(ex.target_leaves))

@@ -33,32 +33,12 @@ import sysconfig
 
 import torch
 
-from . import provenance, rng
+from . import batch, provenance, rng
 
 
-class CaptureError(Exception):
-    """A step that cannot be captured. `where` is the user's 'FILE:LINE'
-    when known; the CLI prints it in front of the message."""
-
-    def __init__(self, message, where=None):
-        super().__init__(message)
-        self.where = where
-
-
-class DataDependentError(CaptureError):
-    """The step's Python code or shapes depend on tensor values."""
-
-
-class InputWriteError(CaptureError):
-    """The model writes in place into its example batch."""
-
-
-class TensorSubclassError(CaptureError):
-    """State or batch tensors of a type the capture cannot trace."""
-
-
-class BatchLayoutError(CaptureError):
-    """The example batch's tensors disagree on the batch dimension."""
+# The error types live in errors.py (a leaf module batch.py also uses).
+from .errors import (BatchLayoutError, CaptureError, DataDependentError,  # noqa: F401
+                     InputWriteError, TensorSubclassError)
 
 
 def _dirs(*modules):
@@ -279,7 +259,7 @@ def check_spec(spec, spec_path):
     """Refuses, before capture, what would otherwise fail deep in it:
     tensor subclasses and in-place writes into the example batch."""
     build_at = _build_line(spec_path)
-    example(spec, build_at)
+    batch.example(spec, build_at)
     _check_types(spec, build_at)
     _check_batch_dim(spec, build_at)
     _check_batch_writes(spec, build_at)
@@ -289,7 +269,6 @@ def _check_batch_dim(spec, build_at):
     """The batch's dim in every input and the target (batch.py) can be
     placed: a sequence-first batch would otherwise fail deep in the
     capture."""
-    from . import batch
     batch.resolve(spec, build_at)
 
 
@@ -302,29 +281,9 @@ def _build_line(spec_path):
     return None
 
 
-def example(spec, where=None):
-    """The spec's example batch as pytree.Example; a BatchLayoutError when an
-    input or the target holds what the step cannot take, or the target no
-    tensor (the runtime takes one target tensor: several are for a later
-    slice, docs/format.md)."""
-    from . import pytree
-    try:
-        ex = pytree.Example(spec.example_inputs, spec.example_target)
-    except TypeError as e:
-        raise BatchLayoutError(f"the example batch: {e}", where) from None
-    n = len(ex.target_leaves)
-    if n != 1:
-        raise BatchLayoutError(
-            f"the example target holds {'no' if not n else n} tensors"
-            + (f" ({', '.join(ex.target_names)})" if n else "")
-            + "; the step takes exactly one target tensor (a dict or tuple around it is "
-            "fine). Pass the other tensors as model inputs, or stack them into one", where)
-    return ex
-
-
 def _batch(spec):
     """(what, tensor) of each input leaf, then the target."""
-    return example(spec).described()
+    return batch.example(spec).described()
 
 
 def _check_types(spec, build_at):
@@ -403,13 +362,13 @@ def _forward(spec, training, watch=False):
     the names of the batch tensors it wrote into, or with `watch` the first
     write as (name, file, line); None when none. Errors are left for the
     capture to report."""
-    ex = example(spec)
-    batch = [(w, t.clone()) for w, t in ex.described()]
+    ex = batch.example(spec)
+    copies = [(w, t.clone()) for w, t in ex.described()]
     n_in = len(ex.input_leaves)
-    xs = ex.args([t for _, t in batch[:n_in]])
-    target = ex.target([t for _, t in batch[n_in:]])
-    before = [t._version for _, t in batch]
-    mode = _WriteWatch(batch) if watch else contextlib.nullcontext()
+    xs = ex.args([t for _, t in copies[:n_in]])
+    target = ex.target([t for _, t in copies[n_in:]])
+    before = [t._version for _, t in copies]
+    mode = _WriteWatch(copies) if watch else contextlib.nullcontext()
     try:
         model = copy.deepcopy(spec.model)
         model.train(training)
@@ -422,7 +381,7 @@ def _forward(spec, training, watch=False):
         pass
     if watch:
         return mode.found
-    return [w for (w, t), v in zip(batch, before) if t._version != v] or None
+    return [w for (w, t), v in zip(copies, before) if t._version != v] or None
 
 
 def _check_batch_writes(spec, build_at):
