@@ -13,6 +13,7 @@
 // uses the calling thread's OpenMP default). Session::open may be called
 // from several threads at once.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,6 +51,15 @@ enum class NonFinite {
   // state's size and every step copies the new state back (a memcpy of the
   // state), as with --no-inplace.
   Skip,
+};
+
+// What a session reports after each optimizer step (Session::on_step).
+struct StepMetrics {
+  int64_t step = 0;        // global steps taken, this one included
+  double lr = 0;           // the LR the step used
+  double loss = 0;         // the step's loss (grad_step + apply_grads: the last micro-batch's)
+  double seconds = 0;      // wall time of the step's compute (all its micro-batches)
+  bool skipped = false;    // dropped as non-finite (NonFinite::Skip)
 };
 
 struct SessionOptions {
@@ -150,6 +160,12 @@ class Session {
   // (averaged, before clipping); between grad_steps, their running sum.
   const Tensor& grad(const std::string& name) const;
 
+  // Called after every optimizer step (train_step, apply_grads) with its
+  // metrics, on the calling thread; a progress bar or metrics log hangs
+  // here. Empty (the default): nothing is called. The call allocates
+  // nothing itself.
+  void on_step(std::function<void(const StepMetrics&)> fn) { on_step_ = std::move(fn); }
+
   // Per-node timing of train_step (see Executor::set_profiling).
   void set_profiling(bool on);
   const Executor& train_executor() const;
@@ -197,6 +213,10 @@ class Session {
   int64_t micro_ = 0, accumulation_ = 1;
   size_t state_bytes_ = 0, grads_bytes_ = 0;
   Buffer staging_;  // see copy_out_state
+  std::function<void(const StepMetrics&)> on_step_;
+  double micro_seconds_ = 0;  // compute time of the grad_steps since the last apply
+  float last_loss_ = 0;
+  void report_step(double seconds, double loss);
 };
 
 }  // namespace ts

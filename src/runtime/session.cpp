@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -242,7 +243,9 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   set_lr_input();
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_;
+  const auto t0 = std::chrono::steady_clock::now();
   t.run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   micro_ = 0;  // a whole step drops gradients accumulated but not applied
   skip_pending_ = false;
   last_skipped_ = false;
@@ -252,12 +255,25 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
     std::string bad = t.find_nonfinite(true, t.state_out(), program(), opts_.threads);
     if (!bad.empty()) {
       on_nonfinite(bad);
+      report_step(seconds, loss);
       return loss;
     }
   }
   copy_out_state(t, t.state_out());
   ++step_;
+  report_step(seconds, loss);
   return loss;
+}
+
+void Session::report_step(double seconds, double loss) {
+  if (!on_step_) return;
+  StepMetrics m;
+  m.step = step_;
+  m.lr = lr_;
+  m.loss = loss;
+  m.seconds = seconds;
+  m.skipped = last_skipped_;
+  on_step_(m);
 }
 
 void Session::set_lr_input() {
@@ -286,9 +302,16 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
   g->bind_batch(inputs, target);
   *seed_t_.view.as<int64_t>() = seed_;
   *step_t_.view.as<int64_t>() = step_ * accumulation_ + micro_;
+  const auto t0 = std::chrono::steady_clock::now();
   g->run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const float loss = loss_value(g->output(g->loss()));
-  if (micro_ == 0) skip_pending_ = false;
+  if (micro_ == 0) {
+    skip_pending_ = false;
+    micro_seconds_ = 0;
+  }
+  micro_seconds_ += seconds;
+  last_loss_ = loss;
   if (opts_.on_nonfinite != NonFinite::Ignore) {
     std::string bad = g->find_nonfinite(true, g->state_out(), program(), opts_.threads);
     if (bad.empty()) bad = g->find_nonfinite(false, g->grad_out(), program(), opts_.threads);
@@ -325,6 +348,7 @@ void Session::apply_grads() {
     micro_ = 0;
     skip_pending_ = false;
     on_nonfinite("");
+    report_step(micro_seconds_, last_loss_);
     return;
   }
   if (micro_ > 1) {
@@ -336,17 +360,22 @@ void Session::apply_grads() {
     }
   }
   set_lr_input();
+  const auto t0 = std::chrono::steady_clock::now();
   ap->run();
+  const double seconds =
+      micro_seconds_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   micro_ = 0;
   if (opts_.on_nonfinite != NonFinite::Ignore) {
     std::string bad = ap->find_nonfinite(false, ap->state_out(), program(), opts_.threads);
     if (!bad.empty()) {
       on_nonfinite(bad);
+      report_step(seconds, last_loss_);
       return;
     }
   }
   copy_out_state(*ap, ap->state_out());
   ++step_;
+  report_step(seconds, last_loss_);
 }
 
 void Session::set_accumulation(int64_t n) {

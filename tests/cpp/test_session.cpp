@@ -82,6 +82,33 @@ TEST(Session, OpensFromMemoryAsFromTheFile) {
   EXPECT_EQ(e.rfind("tiny (in memory): ", 0), 0u) << e;
 }
 
+// on_step: one report per optimizer step, carrying what the step returned.
+TEST(Session, ReportsEachOptimizerStep) {
+  auto s = ts::Session::open(write_tiny_artifact(make_temp_dir(), "w", true));
+  std::vector<ts::StepMetrics> seen;
+  s->on_step([&](const ts::StepMetrics& m) { seen.push_back(m); });
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  for (int64_t i = 0; i < 8; ++i) x.view.as<float>()[i] = 0.5f * float(i);
+  s->set_lr(0.25);
+  const float loss = s->train_step({x.view}, y.view);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].step, 1);
+  EXPECT_EQ(seen[0].lr, 0.25);
+  EXPECT_EQ(seen[0].loss, loss);
+  EXPECT_GE(seen[0].seconds, 0.0);
+  EXPECT_FALSE(seen[0].skipped);
+  s->grad_step({x.view}, y.view);
+  const float last = s->grad_step({x.view}, y.view);
+  EXPECT_EQ(seen.size(), 1u);  // micro-batches are not optimizer steps
+  s->apply_grads();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].step, 2);
+  EXPECT_EQ(seen[1].loss, last);
+  s->on_step(nullptr);
+  s->train_step({x.view}, y.view);
+  EXPECT_EQ(seen.size(), 2u);
+}
+
 TEST(Session, CheckpointRoundTripAndWrongModel) {
   std::string dir = make_temp_dir();
   auto s = ts::Session::open(write_tiny_artifact(dir));
