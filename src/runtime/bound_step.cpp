@@ -83,6 +83,8 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
          (batch && target_ < 0 ? "target" : needs_loss && loss_ < 0 ? "loss" : "model output or per-sample loss"));
 }
 
+float BoundStep::loss_value() const { return static_cast<float>(element(ex_->output(loss_), 0)); }
+
 void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor& target) {
   const Function& f = *fn_;
   if (inputs.size() != inputs_.size())

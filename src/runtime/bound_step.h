@@ -54,6 +54,9 @@ class BoundStep {
   const std::vector<int>& inputs() const { return inputs_; }  // model inputs, by index
   int target() const { return target_; }
   int loss() const { return loss_; }                          // -1: none (apply, eval)
+  // The loss after run() (float32 or float64, 0-d) as the float the
+  // session's steps return.
+  float loss_value() const;
   const std::vector<int>& outputs() const { return outputs_; }  // model outputs, by index
   int sample_loss() const { return sample_loss_; }
   // Output slot -> the session tensor it renews: new state, and gradients.

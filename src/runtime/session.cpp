@@ -22,13 +22,6 @@ size_t physical_memory() {
   return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
 }
 
-double element(const Tensor& t, int64_t i) {
-  return t.dtype == DType::F64 ? t.as<double>()[i] : t.as<float>()[i];
-}
-
-// The step's loss (float32 or float64, 0-d) as the float train_step returns.
-float loss_value(const Tensor& t) { return static_cast<float>(element(t, 0)); }
-
 // acc = g (first) or acc += g, in the gradients' dtype (float32 or float64).
 template <class T>
 void accumulate(const Tensor& g, Tensor& acc, bool first) {
@@ -249,7 +242,7 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   micro_ = 0;  // a whole step drops gradients accumulated but not applied
   skip_pending_ = false;
   last_skipped_ = false;
-  const float loss = loss_value(t.output(t.loss()));
+  const float loss = t.loss_value();
   if (opts_.on_nonfinite != NonFinite::Ignore) {
     // "": no allocation
     std::string bad = t.find_nonfinite(true, t.state_out(), program(), opts_.threads);
@@ -305,7 +298,7 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
   const auto t0 = std::chrono::steady_clock::now();
   g->run();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const float loss = loss_value(g->output(g->loss()));
+  const float loss = g->loss_value();
   if (micro_ == 0) {
     skip_pending_ = false;
     micro_seconds_ = 0;
