@@ -12,6 +12,7 @@
 #include "ir/program.h"
 #include "runtime/artifact.h"
 #include "runtime/executor.h"
+#include "trainstep/cpu.h"
 #include "trainstep/session.h"
 
 namespace tscli {
@@ -97,6 +98,8 @@ void add_bench(CLI::App& app, Action& action) {
       size_t state_bytes = 0;
       for (const auto& n : s->state_names()) state_bytes += s->state(n).nbytes();
       std::printf("%s\n", ts::memory_summary(s->train_executor().plan(), state_bytes).c_str());
+      std::printf("kernels: %s (this CPU: %s; TRAINSTEP_ISA forces a lower level)\n",
+                  ts::cpu_isa_name(ts::cpu_isa()), ts::cpu_isa_name(ts::detected_cpu_isa()));
       std::vector<double> ms;
       ms.reserve(*steps);  // the timed loop allocates nothing
       double total = 0;

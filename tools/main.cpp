@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "trainstep/cpu.h"
 #include "trainstep/error.h"
 
 namespace {
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
   const char* env = std::getenv("TRAINSTEP_DEBUG");
   debug = env && *env && std::string(env) != "0";
   try {
+    ts::apply_cpu_isa_env();  // TRAINSTEP_ISA: a forced kernel level, for every command
     return action();
   } catch (const ts::Error& e) {
     std::fprintf(stderr, "trainstep: %s\n", e.what());

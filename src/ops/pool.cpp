@@ -6,13 +6,11 @@
 // fuse_relu_backward pass makes is float32 only (windows_tile says no).
 #include <algorithm>
 #include <array>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "ops/isa_target.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -345,22 +343,24 @@ void tiled_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, i
 
 }  // namespace
 
-#if defined(__AVX512F__)
+#if TS_X86
+// Lanes where q replaces p in the scan: strictly larger, or NaN.
+TS_AVX512 __mmask16 later16(__m512 p, __m512 q) {
+  return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
+                                _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
+}
+
 // One plane of 2x2 windows, 16 outputs of a row per step: the row pair is split
 // into even and odd columns (a b / c d per window), then the max of (a, b),
 // of (c, d), and of those two, each keeping the later value only if it is
 // strictly larger or NaN. That is the same value and index as the row-major
 // scan a, b, c, d of the general path. Masked loads and stores: no over-read.
-void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
+TS_AVX512 void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
                           int64_t* idx, uint8_t* code) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i step2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
   const __m512i one = _mm512_set1_epi64(1), wv = _mm512_set1_epi64(W);
-  auto later = [](__m512 p, __m512 q) {  // lanes where q replaces p
-    return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
-                                  _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
-  };
   const __m512 zero = _mm512_setzero_ps();
   const __m512i i32_one = _mm512_set1_epi32(1), i32_two = _mm512_set1_epi32(2),
                 i32_pass = _mm512_set1_epi32(kCodePass);
@@ -380,9 +380,9 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
     __m512 a = _mm512_permutex2var_ps(t0, even, t1), b = _mm512_permutex2var_ps(t0, odd, t1);
     __m512 c = _mm512_permutex2var_ps(b0, even, b1), d = _mm512_permutex2var_ps(b0, odd, b1);
-    __mmask16 kt = later(a, b), kb = later(c, d);
+    __mmask16 kt = later16(a, b), kb = later16(c, d);
     __m512 top = _mm512_mask_blend_ps(kt, a, b), bot = _mm512_mask_blend_ps(kb, c, d);
-    __mmask16 kv = later(top, bot);
+    __mmask16 kv = later16(top, bot);
     const __m512 m = _mm512_mask_blend_ps(kv, top, bot);
     _mm512_mask_storeu_ps(y + ow, keep, m);
     __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
@@ -404,6 +404,69 @@ void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, fl
     }
   }
 }
+
+// Lanes where q replaces p (all bits set): strictly larger, or NaN.
+TS_AVX2 __m256 later8(__m256 p, __m256 q) {
+  return _mm256_or_ps(_mm256_cmp_ps(q, p, _CMP_GT_OQ), _mm256_cmp_ps(q, q, _CMP_UNORD_Q));
+}
+
+// The even and odd elements of u then v: shuffle_ps picks within 128-bit
+// halves, permute4x64 puts the halves in order.
+TS_AVX2 __m256 even8(__m256 u, __m256 v) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+TS_AVX2 __m256 odd8(__m256 u, __m256 v) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// One plane of 2x2 windows on AVX2, 8 outputs of a row per step as in
+// pool2x2_plane_avx512 (even and odd columns split by shuffles); the last
+// OW % 8 windows of a row by the row-major scan itself.
+TS_AVX2 void pool2x2_plane_avx2(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
+                                int64_t* idx, uint8_t* code) {
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t oh = 0; oh < OH; ++oh, y += OW, idx = idx ? idx + OW : nullptr,
+               code = code ? code + OW : nullptr) {
+    const int64_t base = 2 * oh * W;
+    const float* r0 = xp + base;
+    const float* r1 = r0 + W;
+    int64_t ow = 0;
+    for (; ow + 8 <= OW; ow += 8) {
+      const __m256 t0 = _mm256_loadu_ps(r0 + 2 * ow), t1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
+      const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ow), b1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+      const __m256 a = even8(t0, t1), b = odd8(t0, t1), c = even8(b0, b1), d = odd8(b0, b1);
+      const __m256 kt = later8(a, b), kb = later8(c, d);
+      const __m256 top = _mm256_blendv_ps(a, b, kt), bot = _mm256_blendv_ps(c, d, kb);
+      const __m256 kv = later8(top, bot);
+      const __m256 m = _mm256_blendv_ps(top, bot, kv);
+      _mm256_storeu_ps(y + ow, m);
+      const int v = _mm256_movemask_ps(kv);
+      const int col = _mm256_movemask_ps(_mm256_or_ps(_mm256_and_ps(kv, kb), _mm256_andnot_ps(kv, kt)));
+      const int pos = _mm256_movemask_ps(_mm256_cmp_ps(m, zero, _CMP_NLE_UQ));
+      for (int l = 0; l < 8; ++l) {
+        const int cl = col >> l & 1, vl = v >> l & 1;
+        if (idx) idx[ow + l] = base + 2 * (ow + l) + cl + (vl ? W : 0);
+        if (code) code[ow + l] = static_cast<uint8_t>(cl + 2 * vl + (pos >> l & 1 ? kCodePass : 0));
+      }
+    }
+    for (; ow < OW; ++ow) {
+      const int64_t first = base + 2 * ow;
+      const int64_t at[4] = {first, first + 1, first + W, first + W + 1};
+      float m = xp[first];
+      int best = 0;
+      for (int j = 1; j < 4; ++j) {
+        const float u = xp[at[j]];
+        if (u > m || u != u) m = u, best = j;
+      }
+      y[ow] = m;
+      if (idx) idx[ow] = at[best];
+      if (code) code[ow] = static_cast<uint8_t>(best | (m <= 0.f ? 0 : kCodePass));
+    }
+  }
+}
+
 #endif
 
 namespace {
@@ -434,11 +497,12 @@ void code_row(const float* xp, int64_t W, int64_t kh, int64_t kw, int64_t oh, in
 }  // namespace
 
 void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* code) {
-#if defined(__AVX512F__)
-  if (g.kh == 2 && g.kw == 2) {
+#if TS_X86
+  if (g.kh == 2 && g.kw == 2 && cpu_isa() >= CpuIsa::Avx2) {
+    auto plane = cpu_isa() == CpuIsa::Avx512 ? &pool2x2_plane_avx512 : &pool2x2_plane_avx2;
     parallel_for(g.planes, true, [&](int64_t p) {
       int64_t o = p * g.OH * g.OW;
-      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, nullptr, code + o);
+      plane(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, nullptr, code + o);
     });
     return;
   }
@@ -453,16 +517,12 @@ void max_pool_tiled_code(const PoolGeom& g, const float* x, float* y, uint8_t* c
   });
 }
 
-#if defined(__AVX512F__)
+#if TS_X86
 // nw 2x2 windows of a 16-channel block, one window per step: the window's
 // four 16-lane vectors a b / c d reduce as in pool2x2_plane_avx512 (later
 // value kept only if strictly larger or NaN), giving the same value and
 // code as the scalar scan. m and code get 16 lanes per window.
-void pool2x2_block16(const float* row, int64_t W, int64_t nw, float* m, uint8_t* code) {
-  auto later = [](__m512 p, __m512 q) {
-    return static_cast<__mmask16>(_mm512_cmp_ps_mask(q, p, _CMP_GT_OQ) |
-                                  _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q));
-  };
+TS_AVX512 void pool2x2_block16(const float* row, int64_t W, int64_t nw, float* m, uint8_t* code) {
   const __m512 zero = _mm512_setzero_ps();
   const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2),
                 pass = _mm512_set1_epi32(kCodePass);
@@ -471,9 +531,9 @@ void pool2x2_block16(const float* row, int64_t W, int64_t nw, float* m, uint8_t*
     const float* p1 = p0 + W * 16;
     __m512 a = _mm512_loadu_ps(p0), b = _mm512_loadu_ps(p0 + 16);
     __m512 c = _mm512_loadu_ps(p1), d = _mm512_loadu_ps(p1 + 16);
-    __mmask16 kt = later(a, b), kb = later(c, d);
+    __mmask16 kt = later16(a, b), kb = later16(c, d);
     __m512 top = _mm512_mask_blend_ps(kt, a, b), bot = _mm512_mask_blend_ps(kb, c, d);
-    __mmask16 kv = later(top, bot);
+    __mmask16 kv = later16(top, bot);
     const __m512 mx = _mm512_mask_blend_ps(kv, top, bot);
     _mm512_storeu_ps(m + t * 16, mx);
     __mmask16 kcol = static_cast<__mmask16>((kv & kb) | (~kv & kt));
@@ -486,7 +546,7 @@ void pool2x2_block16(const float* row, int64_t W, int64_t nw, float* m, uint8_t*
 
 // Its backward: each of a window's four positions gets the gradient in the
 // lanes whose code names it with the relu passing, else 0.
-void unpool2x2_block16(const float* g, const uint8_t* code, int64_t nw, int64_t W, float* row) {
+TS_AVX512 void unpool2x2_block16(const float* g, const uint8_t* code, int64_t nw, int64_t W, float* row) {
   for (int64_t t = 0; t < nw; ++t) {
     const __m512 gv = _mm512_loadu_ps(g + t * 16);
     const __m512i c = _mm512_maskz_cvtepu8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(code + t * 16)));
@@ -496,6 +556,45 @@ void unpool2x2_block16(const float* g, const uint8_t* code, int64_t nw, int64_t 
     for (int a = 0; a < 4; ++a)
       _mm512_storeu_ps(at[a], _mm512_maskz_mov_ps(
                                   _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(a | kCodePass)), gv));
+  }
+}
+
+// The AVX2 pair for 8-channel blocks (oneDNN's block on AVX2 machines), the
+// same reduction with compare vectors for masks.
+TS_AVX2 void pool2x2_block8(const float* row, int64_t W, int64_t nw, float* m, uint8_t* code) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
+                pass = _mm256_set1_epi32(kCodePass);
+  for (int64_t t = 0; t < nw; ++t) {
+    const float* p0 = row + t * 16;
+    const float* p1 = p0 + W * 8;
+    __m256 a = _mm256_loadu_ps(p0), b = _mm256_loadu_ps(p0 + 8);
+    __m256 c = _mm256_loadu_ps(p1), d = _mm256_loadu_ps(p1 + 8);
+    __m256 kt = later8(a, b), kb = later8(c, d);
+    __m256 top = _mm256_blendv_ps(a, b, kt), bot = _mm256_blendv_ps(c, d, kb);
+    __m256 kv = later8(top, bot);
+    const __m256 mx = _mm256_blendv_ps(top, bot, kv);
+    _mm256_storeu_ps(m + t * 8, mx);
+    const __m256i kcol = _mm256_castps_si256(_mm256_or_ps(_mm256_and_ps(kv, kb), _mm256_andnot_ps(kv, kt)));
+    __m256i k = _mm256_and_si256(kcol, one);
+    k = _mm256_or_si256(k, _mm256_and_si256(_mm256_castps_si256(kv), two));
+    k = _mm256_or_si256(k, _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(mx, zero, _CMP_NLE_UQ)), pass));
+    alignas(32) int32_t kk[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(kk), k);
+    for (int l = 0; l < 8; ++l) code[t * 8 + l] = static_cast<uint8_t>(kk[l]);
+  }
+}
+
+TS_AVX2 void unpool2x2_block8(const float* g, const uint8_t* code, int64_t nw, int64_t W, float* row) {
+  for (int64_t t = 0; t < nw; ++t) {
+    const __m256 gv = _mm256_loadu_ps(g + t * 8);
+    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(code + t * 8)));
+    float* p0 = row + t * 16;
+    float* p1 = p0 + W * 8;
+    float* at[4] = {p0, p0 + 8, p1, p1 + 8};
+    for (int a = 0; a < 4; ++a)
+      _mm256_storeu_ps(at[a], _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
+                                                c, _mm256_set1_epi32(a | kCodePass))), gv));
   }
 }
 #endif
@@ -517,9 +616,11 @@ void blocked_code(const PoolGeom& g, const float* x, float* y, uint8_t* code) {
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow0 = 0; ow0 < g.OW; ow0 += kTile) {
         const int64_t nw = std::min(kTile, g.OW - ow0);
-#if defined(__AVX512F__)
-        if (B == 16 && g.kh == 2 && g.kw == 2) {
+#if TS_X86
+        if (B == 16 && g.kh == 2 && g.kw == 2 && cpu_isa() == CpuIsa::Avx512) {
           pool2x2_block16(xq + oh * 2 * g.W * B + ow0 * 2 * B, g.W, nw, mt, ct);
+        } else if (B == 8 && g.kh == 2 && g.kw == 2 && cpu_isa() >= CpuIsa::Avx2) {
+          pool2x2_block8(xq + oh * 2 * g.W * B + ow0 * 2 * B, g.W, nw, mt, ct);
         } else
 #endif
         for (int64_t t = 0; t < nw; ++t) {
@@ -572,9 +673,11 @@ void blocked_code_backward(const PoolGeom& g, const float* go, const uint8_t* co
             gt[t * B + l] = goq[l * plane_out + o + t];
             ct[t * B + l] = cq[l * plane_out + o + t];
           }
-#if defined(__AVX512F__)
-        if (B == 16 && g.kh == 2 && g.kw == 2) {
+#if TS_X86
+        if (B == 16 && g.kh == 2 && g.kw == 2 && cpu_isa() == CpuIsa::Avx512) {
           unpool2x2_block16(gt, ct, nw, g.W, gq + oh * 2 * g.W * B + ow0 * 2 * B);
+        } else if (B == 8 && g.kh == 2 && g.kw == 2 && cpu_isa() >= CpuIsa::Avx2) {
+          unpool2x2_block8(gt, ct, nw, g.W, gq + oh * 2 * g.W * B + ow0 * 2 * B);
         } else
 #endif
         for (int64_t t = 0; t < nw; ++t) {
@@ -615,11 +718,12 @@ void max_pool_blocked_code_backward(const PoolGeom& g, int64_t block, const floa
 }
 
 void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
-#if defined(__AVX512F__)
-  if (g.kh == 2 && g.kw == 2) {
+#if TS_X86
+  if (g.kh == 2 && g.kw == 2 && cpu_isa() >= CpuIsa::Avx2) {
+    auto plane = cpu_isa() == CpuIsa::Avx512 ? &pool2x2_plane_avx512 : &pool2x2_plane_avx2;
     parallel_for(g.planes, true, [&](int64_t p) {
       int64_t o = p * g.OH * g.OW;
-      pool2x2_plane_avx512(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx ? idx + o : nullptr, nullptr);
+      plane(x + p * g.H * g.W, g.W, g.OH, g.OW, y + o, idx ? idx + o : nullptr, nullptr);
     });
     return;
   }

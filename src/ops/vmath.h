@@ -3,7 +3,8 @@
 // -ffast-math (glibc documents at most 4 ULP for them; eager PyTorch uses
 // SLEEF's 1-ULP vector variants). One implementation serves the kernels and
 // the fused tile forms, so fused and unfused results stay identical.
-// y may equal x. Without AVX-512 or AVX2 the loops call the scalar functions.
+// y may equal x. The level is chosen at run time (trainstep/cpu.h): AVX-512,
+// AVX2, or the scalar functions.
 #pragma once
 #include <cstdint>
 

@@ -12,6 +12,7 @@
 #include "runtime/artifact.h"
 #include "runtime/bound_step.h"
 #include "runtime/checkpoint_file.h"
+#include "trainstep/cpu.h"
 
 namespace ts {
 
@@ -76,6 +77,7 @@ std::unique_ptr<Session> Session::open_memory(const std::string& bytes, const st
 
 Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     : artifact_(std::move(a)), opts_(o) {
+  apply_cpu_isa_env();  // before the kernels, and oneDNN, choose their level
   const Program& p = artifact_->program;
   // Sizes are checked against the memory limit before anything is allocated.
   const size_t limit = o.max_memory ? o.max_memory : physical_memory();

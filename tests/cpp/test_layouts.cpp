@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 
+#include "isa_levels.h"
 #include "ir/rewrite.h"
 #include "ir/text.h"
 #include "op_test_util.h"
@@ -306,46 +307,48 @@ TEST(BatchNormBlocked, MatchesThePlainKernels) {
 // (the AVX-512 path for 16) and 3x3 windows, margins no window covers, ties,
 // zeros, NaN and -inf.
 TEST(MaxPoolCodeBlocked, MatchesThePlainKernels) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  std::mt19937 rng(7);
-  int t = 0;
-  for (int64_t B : {8, 16})
-    for (int64_t k : {2, 3})
-      for (int64_t margin : {0, 1}) {
-        SCOPED_TRACE("block " + std::to_string(B) + " window " + std::to_string(k) + " margin " +
-                     std::to_string(margin));
-        const int64_t H = 3 * k + margin, W = 5 * k + margin;
-        HostTensor x = random_f32({2, 2 * B, H, W}, rng);
-        for (int64_t i = 0; i < x.view.numel(); ++i) {
-          float& v = x.view.as<float>()[i];
-          if (++t % 2) v = std::round(v * 2);
-          if (i % 11 == 0) v = i % 22 ? nan : -inf;
-        }
-        json attrs = {{"kernel_size", {k, k}}, {"stride", json::array()}, {"padding", {0, 0}},
-                      {"dilation", {1, 1}}, {"ceil_mode", false}};
-        auto want = run_op("trainstep.max_pool2d_code", attrs, {&x});
-        HostTensor xb = to_blocked(x, B);
-        json battrs = attrs;
-        battrs["in_layouts"] = {B == 16 ? "nChw16c" : "nChw8c"};
-        auto got = run_op("trainstep.max_pool2d_code", battrs, {&xb});
-        ASSERT_EQ(0, std::memcmp(got[0].view.data, want[0].view.data, want[0].view.nbytes()));
-        ASSERT_EQ(0, std::memcmp(got[1].view.data, want[1].view.data, want[1].view.nbytes()));
+  isatest::for_each_isa([](ts::CpuIsa) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    std::mt19937 rng(7);
+    int t = 0;
+    for (int64_t B : {8, 16})
+      for (int64_t k : {2, 3})
+        for (int64_t margin : {0, 1}) {
+          SCOPED_TRACE("block " + std::to_string(B) + " window " + std::to_string(k) + " margin " +
+                       std::to_string(margin));
+          const int64_t H = 3 * k + margin, W = 5 * k + margin;
+          HostTensor x = random_f32({2, 2 * B, H, W}, rng);
+          for (int64_t i = 0; i < x.view.numel(); ++i) {
+            float& v = x.view.as<float>()[i];
+            if (++t % 2) v = std::round(v * 2);
+            if (i % 11 == 0) v = i % 22 ? nan : -inf;
+          }
+          json attrs = {{"kernel_size", {k, k}}, {"stride", json::array()}, {"padding", {0, 0}},
+                        {"dilation", {1, 1}}, {"ceil_mode", false}};
+          auto want = run_op("trainstep.max_pool2d_code", attrs, {&x});
+          HostTensor xb = to_blocked(x, B);
+          json battrs = attrs;
+          battrs["in_layouts"] = {B == 16 ? "nChw16c" : "nChw8c"};
+          auto got = run_op("trainstep.max_pool2d_code", battrs, {&xb});
+          ASSERT_EQ(0, std::memcmp(got[0].view.data, want[0].view.data, want[0].view.nbytes()));
+          ASSERT_EQ(0, std::memcmp(got[1].view.data, want[1].view.data, want[1].view.nbytes()));
 
-        HostTensor g = random_f32(want[0].view.shape, rng);
-        attrs["input_size"] = {H, W};
-        battrs["input_size"] = {H, W};
-        battrs.erase("in_layouts");
-        battrs["out_layouts"] = {B == 16 ? "nChw16c" : "nChw8c"};
-        auto gwant = run_op("trainstep.max_pool2d_code_backward", attrs, {&g, &want[1]});
-        // Fill the output with garbage first: every element must be written.
-        OpHarness h("trainstep.max_pool2d_code_backward", battrs, {&g, &want[1]});
-        std::vector<HostTensor> gout;
-        gout.emplace_back(ts::DType::F32, x.view.shape);
-        std::fill(gout[0].view.as<float>(), gout[0].view.as<float>() + x.view.numel(), nan);
-        h.run_into({&g, &want[1]}, gout);
-        HostTensor gb = to_blocked(gwant[0], B);
-        ASSERT_EQ(0, std::memcmp(gout[0].view.data, gb.view.data, gb.view.nbytes()));
-      }
+          HostTensor g = random_f32(want[0].view.shape, rng);
+          attrs["input_size"] = {H, W};
+          battrs["input_size"] = {H, W};
+          battrs.erase("in_layouts");
+          battrs["out_layouts"] = {B == 16 ? "nChw16c" : "nChw8c"};
+          auto gwant = run_op("trainstep.max_pool2d_code_backward", attrs, {&g, &want[1]});
+          // Fill the output with garbage first: every element must be written.
+          OpHarness h("trainstep.max_pool2d_code_backward", battrs, {&g, &want[1]});
+          std::vector<HostTensor> gout;
+          gout.emplace_back(ts::DType::F32, x.view.shape);
+          std::fill(gout[0].view.as<float>(), gout[0].view.as<float>() + x.view.numel(), nan);
+          h.run_into({&g, &want[1]}, gout);
+          HostTensor gb = to_blocked(gwant[0], B);
+          ASSERT_EQ(0, std::memcmp(gout[0].view.data, gb.view.data, gb.view.nbytes()));
+        }
+  });
 }
 
 TEST(Layouts, BadAttributesAreRefusedNamingTheNodeAndPort) {

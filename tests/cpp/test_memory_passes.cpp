@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "isa_levels.h"
 #include "ir/rewrite.h"
 #include "ir/text.h"
 #include "op_test_util.h"
@@ -108,33 +109,36 @@ TEST(FuseReluBackward, LeavesOverlappingWindowsAndSharedValuesAlone) {
 // pool_backward(g, x, indices)), run with the unfused ops: on ties, zeros,
 // negatives, NaN, -inf and remainder rows/columns no window covers.
 TEST(MaxPoolCode, MatchesTheUnfusedOps) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  std::mt19937 rng(5);
-  for (int t = 0; t < 24; ++t) {
-    const int64_t k = 1 + t % 3, H = k * (1 + t % 4) + t % k, W = k * (2 + t % 5) + (t / 3) % k;
-    json attrs = {{"kernel_size", {k, k}}, {"stride", json::array()}, {"padding", {0, 0}},
-                  {"dilation", {1, 1}}, {"ceil_mode", false}};
-    HostTensor x = random_f32({2, 3, H, W}, rng);
-    for (int64_t i = 0; i < x.view.numel(); ++i) {
-      float& v = x.view.as<float>()[i];
-      if (t % 2) v = std::round(v * 2);  // ties and exact zeros
-      if (t % 4 == 3 && i % 7 == 0) v = i % 14 ? nan : -inf;
-    }
-    auto pooled = run_op("aten.max_pool2d_with_indices.default", attrs, {&x});
-    HostTensor g = random_f32(pooled[0].view.shape, rng);
-    auto scattered = run_op("aten.max_pool2d_with_indices_backward.default", attrs, {&g, &x, &pooled[1]});
-    std::vector<float> want(x.view.numel());
-    for (size_t i = 0; i < want.size(); ++i) want[i] = f32(x)[i] <= 0.f ? 0.f : f32(scattered[0])[i];
+  isatest::for_each_isa([](ts::CpuIsa) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    std::mt19937 rng(5);
+    for (int t = 0; t < 24; ++t) {
+      const int64_t k = 1 + t % 3, H = k * (1 + t % 4) + t % k, W = k * (2 + t % 5) + (t / 3) % k;
+      json attrs = {{"kernel_size", {k, k}}, {"stride", json::array()}, {"padding", {0, 0}},
+                    {"dilation", {1, 1}}, {"ceil_mode", false}};
+      HostTensor x = random_f32({2, 3, H, W}, rng);
+      for (int64_t i = 0; i < x.view.numel(); ++i) {
+        float& v = x.view.as<float>()[i];
+        if (t % 2) v = std::round(v * 2);  // ties and exact zeros
+        if (t % 4 == 3 && i % 7 == 0) v = i % 14 ? nan : -inf;
+      }
+      auto pooled = run_op("aten.max_pool2d_with_indices.default", attrs, {&x});
+      HostTensor g = random_f32(pooled[0].view.shape, rng);
+      auto scattered = run_op("aten.max_pool2d_with_indices_backward.default", attrs, {&g, &x, &pooled[1]});
+      std::vector<float> want(x.view.numel());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = f32(x)[i] <= 0.f ? 0.f : f32(scattered[0])[i];
 
-    SCOPED_TRACE("case " + std::to_string(t));
-    auto coded = run_op("trainstep.max_pool2d_code", attrs, {&x});
-    ASSERT_EQ(coded[1].view.dtype, ts::DType::U8);
-    ASSERT_EQ(0, std::memcmp(coded[0].view.data, pooled[0].view.data, pooled[0].view.nbytes()));
-    attrs["input_size"] = {H, W};
-    auto got = run_op("trainstep.max_pool2d_code_backward", attrs, {&g, &coded[1]});
-    ASSERT_EQ(got[0].view.shape, x.view.shape);
-    ASSERT_EQ(0, std::memcmp(got[0].view.data, want.data(), want.size() * 4));
-  }
+      SCOPED_TRACE("case " + std::to_string(t));
+      auto coded = run_op("trainstep.max_pool2d_code", attrs, {&x});
+      ASSERT_EQ(coded[1].view.dtype, ts::DType::U8);
+      ASSERT_EQ(0, std::memcmp(coded[0].view.data, pooled[0].view.data, pooled[0].view.nbytes()));
+      attrs["input_size"] = {H, W};
+      auto got = run_op("trainstep.max_pool2d_code_backward", attrs, {&g, &coded[1]});
+      ASSERT_EQ(got[0].view.shape, x.view.shape);
+      ASSERT_EQ(0, std::memcmp(got[0].view.data, want.data(), want.size() * 4));
+    }
+  });
+  std::mt19937 rng(5);
   HostTensor x = random_f32({1, 1, 4, 4}, rng);
   EXPECT_NE(error_of([&] {
               run_op("trainstep.max_pool2d_code",

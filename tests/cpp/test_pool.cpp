@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "isa_levels.h"
 #include "op_test_util.h"
 #include "ops/pool.h"
 
@@ -182,41 +183,45 @@ TEST(MaxPool, Errors) {
             "float32[1, 1, 2, 2], got float32[1, 1, 3, 2]");
 }
 
+// At every ISA level (isa_levels.h): the AVX-512 path for 2x2, and the
+// portable loops.
 TEST(MaxPool, TiledFastPathMatchesGeneralPath) {
   namespace pd = ts::pool_detail;
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  std::mt19937 rng(31);
-  auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
-  int tested = 0;
-  for (int t = 0; t < 60; ++t) {
-    pd::PoolGeom g{};
-    g.planes = r(1, 5);
-    g.kh = t % 3 == 0 ? 2 : r(1, 4);  // 2x2 (templated) and general tiling sizes
-    g.kw = t % 3 == 0 ? 2 : r(1, 4);
-    g.sh = g.kh, g.sw = g.kw, g.dh = g.dw = 1, g.ph = g.pw = 0;
-    g.H = g.kh * r(1, 6) + r(0, g.kh - 1);  // a remainder row/column no window covers
-    g.W = g.kw * r(1, t % 3 == 0 ? 40 : 9) + r(0, g.kw - 1);  // 2x2: rows of 1..40 outputs
-    g.OH = g.H / g.kh, g.OW = g.W / g.kw;
-    ASSERT_TRUE(pd::max_pool_tiles(g));
-    int64_t n = g.planes * g.H * g.W, no = g.planes * g.OH * g.OW;
-    std::vector<float> x(n);
-    int mode = t % 4;  // 0: random, 1: ties, 2: with -inf, 3: with NaN and -inf
-    for (auto& v : x) {
-      v = std::uniform_real_distribution<float>(-1, 1)(rng);
-      if (mode == 1) v = std::round(v * 2);
-      if (mode >= 2 && r(0, 3) == 0) v = -inf;
-      if (mode == 3 && r(0, 4) == 0) v = nan;
+  isatest::for_each_isa([](ts::CpuIsa) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    std::mt19937 rng(31);
+    auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    int tested = 0;
+    for (int t = 0; t < 60; ++t) {
+      pd::PoolGeom g{};
+      g.planes = r(1, 5);
+      g.kh = t % 3 == 0 ? 2 : r(1, 4);  // 2x2 (templated) and general tiling sizes
+      g.kw = t % 3 == 0 ? 2 : r(1, 4);
+      g.sh = g.kh, g.sw = g.kw, g.dh = g.dw = 1, g.ph = g.pw = 0;
+      g.H = g.kh * r(1, 6) + r(0, g.kh - 1);  // a remainder row/column no window covers
+      g.W = g.kw * r(1, t % 3 == 0 ? 40 : 9) + r(0, g.kw - 1);  // 2x2: rows of 1..40 outputs
+      g.OH = g.H / g.kh, g.OW = g.W / g.kw;
+      ASSERT_TRUE(pd::max_pool_tiles(g));
+      int64_t n = g.planes * g.H * g.W, no = g.planes * g.OH * g.OW;
+      std::vector<float> x(n);
+      int mode = t % 4;  // 0: random, 1: ties, 2: with -inf, 3: with NaN and -inf
+      for (auto& v : x) {
+        v = std::uniform_real_distribution<float>(-1, 1)(rng);
+        if (mode == 1) v = std::round(v * 2);
+        if (mode >= 2 && r(0, 3) == 0) v = -inf;
+        if (mode == 3 && r(0, 4) == 0) v = nan;
+      }
+      std::vector<float> y1(no), y2(no);
+      std::vector<int64_t> i1(no), i2(no);
+      pd::max_pool_general(g, x.data(), y1.data(), i1.data());
+      pd::max_pool_tiled(g, x.data(), y2.data(), i2.data());
+      SCOPED_TRACE("case " + std::to_string(t));
+      EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), no * 4));  // bitwise, NaN included
+      EXPECT_EQ(i1, i2);
+      ++tested;
     }
-    std::vector<float> y1(no), y2(no);
-    std::vector<int64_t> i1(no), i2(no);
-    pd::max_pool_general(g, x.data(), y1.data(), i1.data());
-    pd::max_pool_tiled(g, x.data(), y2.data(), i2.data());
-    SCOPED_TRACE("case " + std::to_string(t));
-    EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), no * 4));  // bitwise, NaN included
-    EXPECT_EQ(i1, i2);
-    ++tested;
-  }
-  EXPECT_EQ(tested, 60);
+    EXPECT_EQ(tested, 60);
+  });
   // Not tiling: overlap, padding, dilation, a clipped ceil-mode window.
   pd::PoolGeom g{1, 6, 6, 3, 3, 2, 2, 2, 2, 0, 0, 1, 1, {}};
   EXPECT_TRUE(pd::max_pool_tiles(g));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_levels.h"
 #include "ops/vmath.h"
 
 namespace {
@@ -57,11 +58,14 @@ void check(const std::string& name, VFn f, double (*ref)(double), float lo, floa
   }
 }
 
+// At every ISA level this CPU has (isa_levels.h).
 TEST(VectorMath, WithinFourUlpOfDouble) {
-  check("exp", ts::vexp, [](double v) { return std::exp(v); }, -100.f, 90.f);
-  check("log", ts::vlog, [](double v) { return std::log(v); }, 1e-30f, 1e30f);
-  check("erf", ts::verf, [](double v) { return std::erf(v); }, -5.f, 5.f);
-  check("tanh", ts::vtanh, [](double v) { return std::tanh(v); }, -10.f, 10.f);
+  isatest::for_each_isa([](ts::CpuIsa) {
+    check("exp", ts::vexp, [](double v) { return std::exp(v); }, -100.f, 90.f);
+    check("log", ts::vlog, [](double v) { return std::log(v); }, 1e-30f, 1e30f);
+    check("erf", ts::verf, [](double v) { return std::erf(v); }, -5.f, 5.f);
+    check("tanh", ts::vtanh, [](double v) { return std::tanh(v); }, -10.f, 10.f);
+  });
 }
 
 }  // namespace

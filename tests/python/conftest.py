@@ -14,9 +14,10 @@ BIN = os.environ.get("TRAINSTEP_BIN", os.path.join(ROOT, "build", "trainstep"))
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
-def run(*args, check=True, timeout=600):
-    """Runs build/trainstep; returns the CompletedProcess."""
-    env = dict(os.environ, TRAINSTEP_PYTHON=sys.executable)
+def run(*args, check=True, timeout=600, env=None):
+    """Runs build/trainstep, with `env` added to the environment; returns the
+    CompletedProcess."""
+    env = dict(os.environ, TRAINSTEP_PYTHON=sys.executable, **(env or {}))
     p = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, env=env,
                        timeout=timeout)
     if check and p.returncode != 0:

@@ -85,6 +85,19 @@ def test_verify_5_steps(model, name):
         assert max(losses.values()) <= 1e-5, losses
 
 
+@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_verify_at_every_isa_level(model, name, isa):
+    """TRAINSTEP_ISA forces the kernels' level (and caps oneDNN's), so this
+    machine runs what an AVX2-only or older CPU would: every example still
+    verifies at each level the CPU has."""
+    p = run("verify", model(name), env={"TRAINSTEP_ISA": isa}, check=False)
+    if "this CPU supports" in p.stderr:
+        pytest.skip(p.stderr.strip())
+    lines = p.stdout.strip().splitlines()
+    assert lines and lines[-1] == "verify: ok", p.stdout + p.stderr
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_trains(model, name, small_data):
     data, epochs, test_drops = MODELS[name]

@@ -1,0 +1,26 @@
+// Function attributes for the hand-written kernel paths of each ISA level
+// (trainstep/cpu.h). A function marked TS_AVX2 or TS_AVX512 may use that
+// level's intrinsics whatever the build's baseline architecture is; callers
+// run it only when cpu_isa() says the level is on. Such a function cannot
+// be inlined into an unmarked one, and a lambda inside it is unmarked, so
+// helpers are marked functions, not lambdas.
+#pragma once
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TS_X86 1
+#define TS_AVX2 __attribute__((target("avx2,fma")))
+#if defined(__clang__)
+#define TS_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+#else
+// GCC's generic tuning would vectorise such a function 256 bits wide.
+#define TS_AVX512 \
+  __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+#endif
+#else
+#define TS_X86 0
+#endif
+// For loops written once and compiled into several of the functions above.
+#define TS_INLINE inline __attribute__((always_inline))
+
+#include "trainstep/cpu.h"
