@@ -299,7 +299,7 @@ std::unique_ptr<TileOp> bin_tile(const NodeCtx& ctx) {
 // (One-element operands are read before the loop and bool conditions as
 // bytes: both keep GCC vectorising it.)
 template <class T, bool C1, bool A1, bool B1, class C>
-void where_loop(const C* c, const T* a, const T* b, T* o, int64_t n) {
+TS_INLINE void where_loop(const C* c, const T* a, const T* b, T* o, int64_t n) {
   if (n <= 0) return;
   const C c0 = c[0];
   const T a0 = a[0], b0 = b[0];
@@ -322,8 +322,8 @@ void where_flat(const bool* cond, const T* a, const T* b, T* o, int64_t n) {
 }
 
 // cond arrives as 0/1 floats.
-struct WhereTile : TileOp {
-  void run(const float* const* in, float* out, int64_t n) const override {
+struct WhereTile : IsaTile<WhereTile> {
+  TS_INLINE void loop(const float* const* in, float* out, int64_t n) const {
     const float* c = in[0];
     const float* a = in[1];
     const float* b = in[2];
@@ -422,10 +422,10 @@ std::vector<TensorType> masked_fill_infer(const NodeCtx& ctx) {
   return {{ctx.input(0).dtype, broadcast_shapes(ctx, {ctx.input(0).shape, ctx.input(1).shape})}};
 }
 
-struct MaskedFillTile : TileOp {
+struct MaskedFillTile : IsaTile<MaskedFillTile> {
   float v;
   explicit MaskedFillTile(float value) : v(value) {}
-  void run(const float* const* in, float* out, int64_t n) const override {
+  TS_INLINE void loop(const float* const* in, float* out, int64_t n) const {
     const float* a = in[0];
     const float* m = in[1];
     for (int64_t i = 0; i < n; ++i) out[i] = m[i] != 0 ? v : a[i];

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/isa_target.h"
 #include "ops/op.h"
 
 namespace ts {
@@ -24,12 +25,37 @@ inline bool tile_operands_ok(const NodeCtx& ctx) {
 
 inline float as_float01(bool b) { return b ? 1.0f : 0.0f; }
 
+// A tile form whose loop (D::loop, always inlined) the compiler vectorises
+// once for the build's baseline and again for AVX-512 (and for AVX2 when the
+// baseline lacks it); run picks one by cpu_isa() on each call. The loops
+// are plain C++, so every version computes the same values.
+template <class D>
+struct IsaTile : TileOp {
+  void run(const float* const* in, float* out, int64_t n) const override {
+#if TS_X86
+    if (cpu_isa() == CpuIsa::Avx512) return run_avx512(in, out, n);
+#if !defined(__AVX2__)
+    if (cpu_isa() == CpuIsa::Avx2) return run_avx2(in, out, n);
+#endif
+#endif
+    static_cast<const D*>(this)->loop(in, out, n);
+  }
+#if TS_X86
+  TS_AVX512 void run_avx512(const float* const* in, float* out, int64_t n) const {
+    static_cast<const D*>(this)->loop(in, out, n);
+  }
+  TS_AVX2 void run_avx2(const float* const* in, float* out, int64_t n) const {
+    static_cast<const D*>(this)->loop(in, out, n);
+  }
+#endif
+};
+
 // out[i] = f(in0[i])
 template <class F>
-struct UnaryTile : TileOp {
+struct UnaryTile : IsaTile<UnaryTile<F>> {
   F f;
   explicit UnaryTile(F fn) : f(fn) {}
-  void run(const float* const* in, float* out, int64_t n) const override {
+  TS_INLINE void loop(const float* const* in, float* out, int64_t n) const {
     const float* a = in[0];
     for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
   }
@@ -37,10 +63,10 @@ struct UnaryTile : TileOp {
 
 // out[i] = f(in0[i], in1[i]); Bool: f returns bool, stored as 0/1.
 template <class F, bool Bool = false>
-struct BinaryTile : TileOp {
+struct BinaryTile : IsaTile<BinaryTile<F, Bool>> {
   F f;
   explicit BinaryTile(F fn) : f(fn) {}
-  void run(const float* const* in, float* out, int64_t n) const override {
+  TS_INLINE void loop(const float* const* in, float* out, int64_t n) const {
     const float* a = in[0];
     const float* b = in[1];
     if constexpr (Bool) {
@@ -53,11 +79,11 @@ struct BinaryTile : TileOp {
 
 // out[i] = f(in0[i], b) with b a constant (a Scalar op's attribute).
 template <class F, bool Bool = false>
-struct BinaryConstTile : TileOp {
+struct BinaryConstTile : IsaTile<BinaryConstTile<F, Bool>> {
   F f;
   float b;
   BinaryConstTile(F fn, float v) : f(fn), b(v) {}
-  void run(const float* const* in, float* out, int64_t n) const override {
+  TS_INLINE void loop(const float* const* in, float* out, int64_t n) const {
     const float* a = in[0];
     const float bv = b;
     if constexpr (Bool) {
