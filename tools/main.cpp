@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   const char* env = std::getenv("TRAINSTEP_DEBUG");
   debug = env && *env && std::string(env) != "0";
   try {
+    ts::check_cpu_baseline();
     ts::apply_cpu_isa_env();  // TRAINSTEP_ISA: a forced kernel level, for every command
     return action();
   } catch (const ts::Error& e) {

@@ -30,6 +30,11 @@ void limit_cpu_isa(CpuIsa isa);
 // unknown value or one above what the CPU has.
 void apply_cpu_isa_env();
 
+// Throws ts::Error when this CPU lacks what the build's baseline
+// (TRAINSTEP_ARCH) assumes, e.g. AVX2 for the default x86-64-v3, rather than
+// dying of an illegal instruction later. Session and the CLI call it first.
+void check_cpu_baseline();
+
 const char* cpu_isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512"
 // Throws ts::Error for anything but the three names.
 CpuIsa parse_cpu_isa(const std::string& name);

@@ -8,6 +8,10 @@
 
 #include "trainstep/error.h"
 
+#ifndef TRAINSTEP_ARCH_NAME
+#define TRAINSTEP_ARCH_NAME "this compiler's default"
+#endif
+
 namespace ts {
 
 namespace {
@@ -44,6 +48,22 @@ void limit_cpu_isa(CpuIsa isa) {
     fail(std::string("cannot run at ISA level ") + cpu_isa_name(isa) + ": this CPU supports " +
          cpu_isa_name(detected_cpu_isa()) + " at most");
   level().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+void check_cpu_baseline() {
+#if defined(__x86_64__)
+  bool ok = true;
+#if defined(__AVX2__)
+  ok = ok && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+#if defined(__AVX512F__)
+  ok = ok && __builtin_cpu_supports("avx512f");
+#endif
+  if (!ok)
+    fail(std::string("this trainstep was built for ") + TRAINSTEP_ARCH_NAME +
+         ", whose instructions this CPU lacks (it supports " + cpu_isa_name(detected_cpu_isa()) +
+         " at most); rebuild with cmake -DTRAINSTEP_ARCH=x86-64-v2");
+#endif
 }
 
 void apply_cpu_isa_env() {

@@ -75,7 +75,7 @@ bool has_vec_form(Un op) {
          op == Un::GeluTanh || op == Un::Sigmoid;
 }
 
-void vec_un(Un op, const float* a, float* o, int64_t n) {
+TS_INLINE void vec_un_loop(Un op, const float* a, float* o, int64_t n) {
   constexpr int64_t kChunk = 256;
   float t[kChunk];
   for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
@@ -107,6 +107,18 @@ void vec_un(Un op, const float* a, float* o, int64_t n) {
       default: break;
     }
   }
+}
+
+#if TS_X86
+// The loops around the vector calls, vectorised 512 bits wide (tile.h's IsaTile).
+TS_AVX512 void vec_un_avx512(Un op, const float* a, float* o, int64_t n) { vec_un_loop(op, a, o, n); }
+#endif
+
+void vec_un(Un op, const float* a, float* o, int64_t n) {
+#if TS_X86
+  if (cpu_isa() == CpuIsa::Avx512) return vec_un_avx512(op, a, o, n);
+#endif
+  vec_un_loop(op, a, o, n);
 }
 
 struct VecUnaryTile : TileOp {

@@ -77,6 +77,7 @@ std::unique_ptr<Session> Session::open_memory(const std::string& bytes, const st
 
 Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     : artifact_(std::move(a)), opts_(o) {
+  check_cpu_baseline();
   apply_cpu_isa_env();  // before the kernels, and oneDNN, choose their level
   const Program& p = artifact_->program;
   // Sizes are checked against the memory limit before anything is allocated.
