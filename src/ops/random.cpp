@@ -35,13 +35,21 @@ std::vector<TensorType> philox_infer(const NodeCtx& ctx) {
 }
 
 #if TS_X86
-// High 32 bits of each lane's 32x32 product. (The maskz forms with all lanes
+// Both halves of each lane's 32x32-bit product from two 32x32->64
+// multiplies (even lanes, then odd lanes shifted down): cheaper than a
+// separate mullo_epi32, which costs two multiplies itself. b is a broadcast
+// constant, so its odd lanes need no shift. (The maskz forms with all lanes
 // set: GCC 12's plain forms warn about their undefined pass-through.)
-TS_AVX512 __m512i mulhi16(__m512i a, __m512i b) {
-  const __m512i even = _mm512_maskz_srli_epi64(0xFF, _mm512_maskz_mul_epu32(0xFF, a, b), 32);
-  const __m512i odd = _mm512_maskz_mul_epu32(0xFF, _mm512_maskz_srli_epi64(0xFF, a, 32),
-                                             _mm512_maskz_srli_epi64(0xFF, b, 32));
-  return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+TS_AVX512 void mulhilo16(__m512i a, __m512i b, __m512i& hi, __m512i& lo) {
+  const __m512i even = _mm512_maskz_mul_epu32(0xFF, a, b);
+  const __m512i odd = _mm512_maskz_mul_epu32(0xFF, _mm512_maskz_srli_epi64(0xFF, a, 32), b);
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(0xFF, even, 32), odd);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_maskz_slli_epi64(0xFF, odd, 32));
+}
+
+// A word's top 24 bits as a float in [0, 1).
+TS_AVX512 __m512 to_unit16(__m512i v, __m512 scale) {
+  return _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, v, 8)), scale);
 }
 
 // philox4x32_10 on 16 consecutive counters at once (block indices b0 ..
@@ -65,8 +73,9 @@ TS_AVX512 void philox_uniform16(uint64_t b0, uint32_t ka, uint32_t offset, const
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
   for (int round = 0; round < 10; ++round) {
-    const __m512i hi0 = mulhi16(c0, m0), lo0 = _mm512_mullo_epi32(c0, m0);
-    const __m512i hi1 = mulhi16(c2, m1), lo1 = _mm512_mullo_epi32(c2, m1);
+    __m512i hi0, lo0, hi1, lo1;
+    mulhilo16(c0, m0, hi0, lo0);
+    mulhilo16(c2, m1, hi1, lo1);
     c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
     c1 = lo1;
     c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
@@ -75,17 +84,37 @@ TS_AVX512 void philox_uniform16(uint64_t b0, uint32_t ka, uint32_t offset, const
     k1 += 0xBB67AE85u;
   }
   const __m512 scale = _mm512_set1_ps(static_cast<float>(kTwoPow24Inv));
-  alignas(64) float w[4][16];
-  const __m512i words[4] = {c0, c1, c2, c3};
-  for (int j = 0; j < 4; ++j)
-    _mm512_store_ps(w[j], _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, words[j], 8)), scale));
-  for (int64_t t = 0; t < m; ++t) o[t] = w[t & 3][t >> 2];
+  const __m512 w0 = to_unit16(c0, scale), w1 = to_unit16(c1, scale), w2 = to_unit16(c2, scale),
+               w3 = to_unit16(c3, scale);
+  // Counter b's four words go to o[4b .. 4b+3]: a 4 x 16 transpose, by
+  // 4 x 4 transposes within each 128-bit lane, then moving whole lanes
+  // (maskz forms for GCC 12, as in mulhilo16).
+  const __m512 t0 = _mm512_maskz_unpacklo_ps(0xFFFF, w0, w1), t1 = _mm512_maskz_unpackhi_ps(0xFFFF, w0, w1);
+  const __m512 t2 = _mm512_maskz_unpacklo_ps(0xFFFF, w2, w3), t3 = _mm512_maskz_unpackhi_ps(0xFFFF, w2, w3);
+  const __m512 u0 = _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));  // counters 4L
+  const __m512 u1 = _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));  // 4L + 1
+  const __m512 u2 = _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));  // 4L + 2
+  const __m512 u3 = _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));  // 4L + 3
+  const __m512 v0 = _mm512_maskz_shuffle_f32x4(0xFFFF, u0, u1, _MM_SHUFFLE(1, 0, 1, 0));  // 0 4 1 5
+  const __m512 v1 = _mm512_maskz_shuffle_f32x4(0xFFFF, u2, u3, _MM_SHUFFLE(1, 0, 1, 0));  // 2 6 3 7
+  const __m512 v2 = _mm512_maskz_shuffle_f32x4(0xFFFF, u0, u1, _MM_SHUFFLE(3, 2, 3, 2));  // 8 12 9 13
+  const __m512 v3 = _mm512_maskz_shuffle_f32x4(0xFFFF, u2, u3, _MM_SHUFFLE(3, 2, 3, 2));  // 10 14 11 15
+  const __m512 out[4] = {_mm512_maskz_shuffle_f32x4(0xFFFF, v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_maskz_shuffle_f32x4(0xFFFF, v0, v1, _MM_SHUFFLE(3, 1, 3, 1)),
+                         _mm512_maskz_shuffle_f32x4(0xFFFF, v2, v3, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_maskz_shuffle_f32x4(0xFFFF, v2, v3, _MM_SHUFFLE(3, 1, 3, 1))};
+  for (int j = 0; j < 4; ++j) {  // masked stores: only the m outputs wanted
+    const int64_t k = std::min<int64_t>(16, m - 16 * j);
+    if (k <= 0) break;
+    _mm512_mask_storeu_ps(o + 16 * j, static_cast<__mmask16>((1u << k) - 1), out[j]);
+  }
 }
 
-TS_AVX2 __m256i mulhi8(__m256i a, __m256i b) {
-  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, b), 32);
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));
-  return _mm256_blend_epi32(even, odd, 0xAA);
+TS_AVX2 void mulhilo8(__m256i a, __m256i b, __m256i& hi, __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(a, b);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), b);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
 }
 
 // The same on 8 counters (32 outputs), for AVX2.
@@ -105,8 +134,9 @@ TS_AVX2 void philox_uniform8(uint64_t b0, uint32_t ka, uint32_t offset, const ui
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
   for (int round = 0; round < 10; ++round) {
-    const __m256i hi0 = mulhi8(c0, m0), lo0 = _mm256_mullo_epi32(c0, m0);
-    const __m256i hi1 = mulhi8(c2, m1), lo1 = _mm256_mullo_epi32(c2, m1);
+    __m256i hi0, lo0, hi1, lo1;
+    mulhilo8(c0, m0, hi0, lo0);
+    mulhilo8(c2, m1, hi1, lo1);
     c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
     c1 = lo1;
     c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
@@ -115,11 +145,25 @@ TS_AVX2 void philox_uniform8(uint64_t b0, uint32_t ka, uint32_t offset, const ui
     k1 += 0xBB67AE85u;
   }
   const __m256 scale = _mm256_set1_ps(static_cast<float>(kTwoPow24Inv));
-  alignas(32) float w[4][8];
-  const __m256i words[4] = {c0, c1, c2, c3};
-  for (int j = 0; j < 4; ++j)
-    _mm256_store_ps(w[j], _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(words[j], 8)), scale));
-  for (int64_t t = 0; t < m; ++t) o[t] = w[t & 3][t >> 2];
+  const __m256 w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c0, 8)), scale);
+  const __m256 w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c1, 8)), scale);
+  const __m256 w2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c2, 8)), scale);
+  const __m256 w3 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c3, 8)), scale);
+  // The 4 x 8 transpose into o[4b + j], as in philox_uniform16.
+  const __m256 t0 = _mm256_unpacklo_ps(w0, w1), t1 = _mm256_unpackhi_ps(w0, w1);
+  const __m256 t2 = _mm256_unpacklo_ps(w2, w3), t3 = _mm256_unpackhi_ps(w2, w3);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));  // counters 0, 4
+  const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));  // 1, 5
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));  // 2, 6
+  const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));  // 3, 7
+  alignas(32) float buf[32];
+  float* dst = m == 32 ? o : buf;  // a partial group through a buffer: no write past m
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u1, 0x20));
+  _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(u2, u3, 0x20));
+  _mm256_storeu_ps(dst + 16, _mm256_permute2f128_ps(u0, u1, 0x31));
+  _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(u2, u3, 0x31));
+  if (dst == buf)
+    for (int64_t t = 0; t < m; ++t) o[t] = buf[t];
 }
 #endif
 
