@@ -23,7 +23,9 @@ CpuIsa detected_cpu_isa();
 // The level kernels use now: detected_cpu_isa() unless limited.
 CpuIsa cpu_isa();
 // Our kernels run at most `isa` from now on (also back up to the detected
-// level). Throws ts::Error when the CPU lacks it.
+// level). Process-wide: every session's next kernel call sees it (each
+// kernel reads the level per call, so a change mid-step is safe, only
+// mixed). Throws ts::Error when the CPU lacks it.
 void limit_cpu_isa(CpuIsa isa);
 // Applies TRAINSTEP_ISA if it is set: limit_cpu_isa, and oneDNN's cap if
 // oneDNN has not started. Throws ts::Error naming the variable for an

@@ -356,7 +356,7 @@ TS_AVX512 __mmask16 later16(__m512 p, __m512 q) {
 // strictly larger or NaN. That is the same value and index as the row-major
 // scan a, b, c, d of the general path. Masked loads and stores: no over-read.
 TS_AVX512 void pool2x2_plane_avx512(const float* xp, int64_t W, int64_t OH, int64_t OW, float* y,
-                          int64_t* idx, uint8_t* code) {
+                                    int64_t* idx, uint8_t* code) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i step2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
