@@ -191,7 +191,8 @@ struct PhiloxKernel : Kernel {
       return;
     }
 #if TS_X86
-    if (cpu_isa() == CpuIsa::Avx512) {
+    const CpuIsa isa = cpu_isa();
+    if (isa == CpuIsa::Avx512) {
       const int64_t groups = (n + 63) / 64;  // 16 counters, 64 outputs each
       parallel_for(groups, n > kParallelMin, [&](int64_t g) {
         philox_uniform16(static_cast<uint64_t>(g) * 16, ka, offset, key, o + g * 64,
@@ -199,7 +200,7 @@ struct PhiloxKernel : Kernel {
       });
       return;
     }
-    if (cpu_isa() == CpuIsa::Avx2) {
+    if (isa == CpuIsa::Avx2) {
       const int64_t groups = (n + 31) / 32;  // 8 counters, 32 outputs each
       parallel_for(groups, n > kParallelMin, [&](int64_t g) {
         philox_uniform8(static_cast<uint64_t>(g) * 8, ka, offset, key, o + g * 32,

@@ -44,9 +44,11 @@ struct IsaTile : TileOp {
   TS_AVX512 void run_avx512(const float* const* in, float* out, int64_t n) const {
     static_cast<const D*>(this)->loop(in, out, n);
   }
+#if !defined(__AVX2__)
   TS_AVX2 void run_avx2(const float* const* in, float* out, int64_t n) const {
     static_cast<const D*>(this)->loop(in, out, n);
   }
+#endif
 #endif
 };
 

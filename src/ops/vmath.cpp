@@ -28,6 +28,11 @@ void apply1(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = F(x[i]);
 }
 
+float exp1(float v) { return std::exp(v); }
+float log1(float v) { return std::log(v); }
+float erf1(float v) { return std::erf(v); }
+float tanh1(float v) { return std::tanh(v); }
+
 #if TS_X86
 template <__m512 (*F)(__m512)>
 TS_AVX512 void apply16(const float* x, float* y, int64_t n) {
@@ -89,11 +94,6 @@ TS_AVX2 __m256 exp8(__m256 v) {
     if (mid >> l & 1) t[l] = std::exp(x[l]);
   return _mm256_load_ps(t);
 }
-
-float exp1(float v) { return std::exp(v); }
-float log1(float v) { return std::log(v); }
-float erf1(float v) { return std::erf(v); }
-float tanh1(float v) { return std::tanh(v); }
 
 // The level's vector form, else the scalar function.
 #define TS_DISPATCH(v16, v8, s1)                        \
