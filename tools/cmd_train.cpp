@@ -50,7 +50,57 @@ void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
       ->check(CLI::IsMember({"stop", "skip", "off"}));
 }
 
+std::shared_ptr<ts::Collective>& distributed() {
+  static std::shared_ptr<ts::Collective> c;
+  return c;
+}
+
+void end_distributed(int code) {
+  auto& c = distributed();
+  if (c && code != 0 && c->size() > 1) c->abort(code);
+  c.reset();
+}
+
 namespace {
+
+// --distributed and its settings.
+struct Distributed {
+  std::string kind;  // "" or "mpi"
+  double timeout_s = 300, first_mb = 1, cap_mb = 25;
+  bool overlap = true;
+};
+
+void add_distributed(CLI::App* cmd, Distributed& d) {
+  cmd->add_option("--distributed", d.kind,
+                  "mpi: data-parallel over the ranks of mpirun/srun (the artifact needs --grads; "
+                  "its batch size is per rank)")
+      ->check(CLI::IsMember({"mpi"}));
+  cmd->add_option("--collective-timeout", d.timeout_s,
+                  "seconds a rank waits for the others in one collective before it fails, "
+                  "naming the ranks that did not answer (default 300)")
+      ->check(finite_at_least(0.001));
+  cmd->add_option("--first-bucket-mb", d.first_mb,
+                  "MiB of gradients in the first all-reduce bucket (default 1, as DDP)")
+      ->check(finite_at_least(0));
+  cmd->add_option("--bucket-cap-mb", d.cap_mb,
+                  "MiB of gradients per later all-reduce bucket (default 25, as DDP)")
+      ->check(finite_at_least(0));
+  cmd->add_flag_callback("--no-overlap", [&d] { d.overlap = false; },
+                         "reduce every bucket after the backward, not during it");
+}
+
+// Sets up the collective when --distributed is given: errors on any rank
+// now end every rank (end_distributed), and options go to the session.
+void start_distributed(const Distributed& d, ts::SessionOptions& o) {
+  if (d.kind.empty()) return;
+  ts::MpiOptions mo;
+  mo.timeout_s = d.timeout_s;
+  distributed() = ts::mpi_collective(mo);
+  o.collective = distributed();
+  o.buckets.first_bytes = static_cast<size_t>(d.first_mb * 1024 * 1024);
+  o.buckets.cap_bytes = static_cast<size_t>(d.cap_mb * 1024 * 1024);
+  o.buckets.overlap = d.overlap;
+}
 
 struct Common {
   std::string artifact, data = "fashion-mnist";
@@ -78,7 +128,9 @@ void add_train(CLI::App& app, Action& action) {
   auto c = std::make_shared<Common>();
   auto o = std::make_shared<ts::TrainOptions>();
   auto log_dir = std::make_shared<std::string>();
+  auto dist = std::make_shared<Distributed>();
   add_common(cmd, *c);
+  add_distributed(cmd, *dist);
   cmd->add_option("--epochs", o->epochs, "epochs to run now (after --resume: more epochs)")
       ->check(at_least(1));
   cmd->add_option("--lr", o->lr, "base learning rate (default: the optimizer's)");
@@ -116,13 +168,22 @@ void add_train(CLI::App& app, Action& action) {
                     "trainstep plot runs/mnist"});
   cmd->callback([=, &action] {
     action = [=] {
-      auto s = ts::Session::open(c->artifact, c->session);
-      note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
+      ts::SessionOptions so = c->session;
+      start_distributed(*dist, so);
+      auto s = ts::Session::open(c->artifact, so);
+      // Data-parallel: rank 0 speaks for the run; errors name their rank.
+      const bool lead = s->rank() == 0;
+      if (lead) note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
       auto tr = ts::open_dataset(c->data, ts::Split::Train);
       auto te = ts::open_dataset(c->data, ts::Split::Test);
-      std::printf("training %s: %lld train / %lld test samples (%s), batch %lld\n",
-                  s->program().name.c_str(), (long long)tr->size(), (long long)te->size(),
-                  tr->describe().c_str(), (long long)s->batch_size());
+      if (lead && s->world_size() > 1)
+        std::printf("data-parallel over %d ranks (MPI): batch %lld per rank, %lld per step\n",
+                    s->world_size(), (long long)s->batch_size(),
+                    (long long)s->batch_size() * s->world_size());
+      if (lead)
+        std::printf("training %s: %lld train / %lld test samples (%s), batch %lld\n",
+                    s->program().name.c_str(), (long long)tr->size(), (long long)te->size(),
+                    tr->describe().c_str(), (long long)s->batch_size());
       ts::TrainOptions opts = *o;
       opts.stop = &ts::install_stop_signals();
       ts::ObserverList observers;
@@ -133,8 +194,16 @@ void add_train(CLI::App& app, Action& action) {
         log = std::make_unique<ts::MetricsLog>(*log_dir);
         observers.all.push_back(log.get());
       }
-      ts::TrainResult res = ts::train(*s, *tr, *te, opts, &observers);
+      ts::TrainResult res;
+      try {
+        res = ts::train(*s, *tr, *te, opts, &observers);
+      } catch (const ts::Error& e) {
+        if (s->world_size() == 1) throw;
+        throw ts::Error("rank " + std::to_string(s->rank()) + " of " +
+                        std::to_string(s->world_size()) + ": " + e.what());
+      }
       out.end_line();
+      if (!lead) return res.stopped_by ? exit_code::kSignalBase + res.stopped_by : 0;
       if (res.stopped_by) {
         const char* name = res.stopped_by == SIGINT ? "SIGINT" : res.stopped_by == SIGTERM ? "SIGTERM" : "a signal";
         if (res.checkpoint.empty())

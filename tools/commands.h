@@ -31,6 +31,13 @@ int run_python(const char* argv0, const std::vector<std::string>& module_args);
 void add_run_program(CLI::App& app, Action& action);
 void add_check(CLI::App& app, Action& action);
 
+// Data-parallel runs (train --distributed mpi): the process's collective,
+// kept until main ends so that an error on one rank can end them all
+// (end_distributed(code) aborts every rank for a non-zero code, else lets
+// MPI finish cleanly).
+std::shared_ptr<ts::Collective>& distributed();
+void end_distributed(int code);
+
 // One line on stderr when `path` has no checksums (written before them).
 void note_if_unchecked(const std::string& path, bool checksummed);
 

@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
   try {
     ts::check_cpu_baseline();
     ts::apply_cpu_isa_env();  // TRAINSTEP_ISA: a forced kernel level, for every command
-    return action();
+    const int rc = action();
+    tscli::end_distributed(0);
+    return rc;
   } catch (const ts::Error& e) {
     std::fprintf(stderr, "trainstep: %s\n", e.what());
   } catch (const std::bad_alloc&) {
@@ -106,5 +108,6 @@ int main(int argc, char** argv) {
   } catch (...) {
     std::fprintf(stderr, "trainstep: internal error: an unknown exception\n");
   }
+  tscli::end_distributed(ec::kFailure);  // the other ranks would wait for this one
   return ec::kFailure;
 }

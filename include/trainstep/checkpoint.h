@@ -13,7 +13,12 @@ namespace ts {
 // Where a training run stands (written by ts::train).
 struct RunPosition {
   int64_t epoch = 0;  // epochs done
-  int64_t batch = 0;  // batches done in the current epoch ("data_position")
+  int64_t batch = 0;  // batches done in the current epoch ("data_position"), per rank
+  // Samples done in the current epoch over all ranks ("data_samples"), so a
+  // run saved on N ranks resumes on M; -1: not recorded (older files: then
+  // batch × the batch size of one rank).
+  int64_t samples = -1;
+  int64_t world_size = 1;  // ranks of the run that wrote it
   double base_lr = 0;
   std::string lr_schedule;                // LrSchedule spec ("" = constant)
   std::string lr_schedule_unit = "epoch";  // "epoch" or "step"

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "trainstep/checkpoint.h"
+#include "trainstep/collective.h"
 #include "trainstep/error.h"
 #include "trainstep/options.h"
 #include "trainstep/tensor.h"
@@ -70,6 +71,15 @@ struct SessionOptions {
   // anything is allocated; an error names the size needed.
   size_t max_memory = 0;
   NonFinite on_nonfinite = NonFinite::Stop;
+  // Data-parallel training over a group of ranks (one Session per rank,
+  // each fed its own shard of the data). With more than one rank,
+  // train_step is the artifact's grad_step and apply_step joined by an
+  // averaging all-reduce of the gradients (the artifact needs --grads),
+  // apply_grads averages the accumulated gradients over the ranks too, and
+  // the RNG draws (dropout) differ by rank. The state stays replicated:
+  // every rank applies the same averaged update. Null: one process.
+  std::shared_ptr<Collective> collective;
+  BucketOptions buckets;  // how train_step groups the gradients it reduces
 };
 
 // "512M", "2G", "1.5GiB", "1073741824" -> bytes (K/M/G/T are powers of 1024).
@@ -166,6 +176,14 @@ class Session {
   // nothing itself.
   void on_step(std::function<void(const StepMetrics&)> fn) { on_step_ = std::move(fn); }
 
+  // The data-parallel group (SessionOptions::collective); rank 0 of 1 without.
+  Collective* collective() const { return opts_.collective.get(); }
+  int rank() const { return opts_.collective ? opts_.collective->rank() : 0; }
+  int world_size() const { return opts_.collective ? opts_.collective->size() : 1; }
+  // Every rank takes rank `root`'s state, step, seed and LR (as DDP does at
+  // construction), so the replicas start equal whatever each loaded.
+  void broadcast_state(int root = 0);
+
   // Per-node timing of train_step (see Executor::set_profiling).
   void set_profiling(bool on);
   const Executor& train_executor() const;
@@ -198,6 +216,13 @@ class Session {
   void on_nonfinite(const std::string& what);
   // Writes lr_ into the LR input, in its dtype (float32 or float64).
   void set_lr_input();
+  // The RNG seed input of this rank's steps: the seed itself on rank 0,
+  // a different stream on every other rank.
+  int64_t rank_seed() const;
+  // apply_grads with several ranks: the accumulators summed over them.
+  void reduce_grads();
+  // Throws unless every rank loaded the same model and state layout.
+  void check_replicas() const;
 
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;

@@ -21,6 +21,7 @@ Batcher::Batcher(const Dataset& d, int64_t batch) : d_(d), n_(d.size()), batch_(
 }
 
 void Batcher::sequential() {
+  n_ = d_.size();  // a shard() before is undone
   order_.resize(n_);
   for (int64_t i = 0; i < n_; ++i) order_[i] = i;
 }
@@ -32,6 +33,16 @@ void Batcher::shuffle(uint64_t seed, int64_t epoch) {
     int64_t j = static_cast<int64_t>(splitmix64(s) % static_cast<uint64_t>(i + 1));
     std::swap(order_[i], order_[j]);
   }
+}
+
+void Batcher::shard(int rank, int world, bool even) {
+  if (world < 1 || rank < 0 || rank >= world)
+    fail("bad shard: rank " + std::to_string(rank) + " of " + std::to_string(world));
+  const int64_t total = static_cast<int64_t>(order_.size());
+  const int64_t keep = even ? total / world : (total - rank + world - 1) / world;
+  for (int64_t i = 0; i < keep; ++i) order_[i] = order_[rank + i * world];
+  order_.resize(keep);
+  n_ = keep;
 }
 
 int64_t Batcher::fill(int64_t b, const Tensor& x, const Tensor& y) const {

@@ -21,6 +21,12 @@ class Batcher {
   int64_t padded_batches() const { return (n_ + batch_ - 1) / batch_; }
   void shuffle(uint64_t seed, int64_t epoch);  // Fisher-Yates on splitmix64
   void sequential();                           // identity order (eval)
+  // Keeps every world-th sample of the current order from position `rank`
+  // on, as torch's DistributedSampler does after its shuffle. `even`: each
+  // rank keeps size() / world samples (the tail is dropped), so every rank
+  // runs the same number of batches; otherwise the first size() % world
+  // ranks keep one more (every sample is kept once: evaluation).
+  void shard(int rank, int world, bool even);
   // Throws unless batches fit the model input x and target y.
   void check(const TensorType& x, const TensorType& y) const { d_.check(batch_, x, y); }
   // Fills batch `b` of the current order into x and y. Past the end of the

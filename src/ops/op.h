@@ -67,10 +67,15 @@ class NodeCtx {
 
 // Compile-time context for building a kernel: the node plus its inferred
 // output types (an output may be unused; see Kernel::run).
+class Collective;  // trainstep/collective.h
+
 struct KernelCtx {
   const NodeCtx& node;
   const std::vector<TensorType>& outputs;
   int threads;
+  // The ranks a data-parallel step reduces over (the all-reduce ops); null
+  // in a single-process step.
+  Collective* collective = nullptr;
 };
 
 // Time kernels spend converting layouts (oneDNN reorders), accumulated only
@@ -119,6 +124,8 @@ struct LayoutCaps {
   bool (*applies)(const json& attrs) = nullptr;
 };
 
+enum class CommRole { None, Start, Wait };
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -148,6 +155,11 @@ struct OpDef {
   // never. For max pooling it is asked of the forward node, whose form
   // changes too.
   bool (*relu_backward_fusable)(const NodeCtx& node, const TensorType& x) = nullptr;
+  // Communication: a Start node hands work to another thread and returns;
+  // its Wait node blocks until that work is done. The schedule runs a Start
+  // as soon as its operands exist and never pulls a Wait earlier than its
+  // place, so the work overlaps what runs between them.
+  CommRole comm = CommRole::None;
 };
 
 class OpRegistry {

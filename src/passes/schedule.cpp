@@ -28,6 +28,11 @@ void schedule_updates_early(Function& f) {
       for (int r : readers[v]) readers_eager = readers_eager && eager[r];
     }
     eager[i] = readers_eager && (sink || small);
+    // Communication starts as soon as it can, and its wait stays where the
+    // trace put it (after the backward), so the two bracket the compute
+    // the communication hides behind.
+    if (f.nodes[i].def->comm == CommRole::Start) eager[i] = true;
+    if (f.nodes[i].def->comm == CommRole::Wait) eager[i] = false;
   }
 
   // Operands, plus for a sink the other readers of the state it overwrites.
@@ -72,8 +77,9 @@ void schedule_updates_early(Function& f) {
   for (int i = 0; i < n; ++i)
     if (eager[i] && waiting[i] == 0) ready.push(i);
   drain();
-  // Non-eager nodes read only non-eager results, so in their own order
-  // their operands are always placed.
+  // Non-eager nodes read only non-eager results (or a communication
+  // start, placed once its own operands were), so in their own order their
+  // operands are always placed.
   for (int i = 0; i < n; ++i)
     if (!eager[i]) {
       place(i);

@@ -18,6 +18,10 @@ namespace ts {
 // also waits for every other reader of the old value, so the memory plan can
 // still write the new value over the old one (donation).
 //
+// Communication (OpDef::comm): a start node is eager, so it runs right after
+// the last gradient it reads; its wait node is not, so it keeps its place
+// before the first update that reads it.
+//
 // Pays off only with in-place state update: without donation the new state
 // needs arena slots, which would then live longer.
 void schedule_updates_early(Function& f);

@@ -40,7 +40,7 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
     : kind_(kind), fn_(std::move(fn)) {
   const Function& f = *fn_;
   const std::string where = artifact + ": " + f.name;
-  ex_ = std::make_unique<Executor>(f, threads, std::move(plan));
+  ex_ = std::make_unique<Executor>(f, threads, std::move(plan), b.collective);
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const Port& in = f.inputs[i];
     void* data = nullptr;

@@ -29,6 +29,7 @@ struct StepBindings {
   void* lr = nullptr;
   void* seed = nullptr;
   void* rng_offset = nullptr;  // train/grad: the global step; eval: the eval offset
+  Collective* collective = nullptr;  // what a data-parallel step's all-reduces use
 };
 
 class BoundStep {

@@ -16,7 +16,7 @@ namespace {
 const char* const kSchemaKeys[] = {
     "format", "format_version", "model", "step", "seed", "lr", "nonfinite_skips",
     "epoch", "data_position", "base_lr", "lr_schedule", "lr_schedule_unit", "accumulate",
-    "epoch_loss_sum", "epoch_loss_count"};
+    "epoch_loss_sum", "epoch_loss_count", "data_samples", "world_size"};
 
 std::string exact(double v) {  // round-trips through std::stod
   char b[64];
@@ -54,6 +54,8 @@ std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& m) 
     const RunPosition& p = *m.run;
     r["epoch"] = std::to_string(p.epoch);
     r["data_position"] = std::to_string(p.batch);
+    if (p.samples >= 0) r["data_samples"] = std::to_string(p.samples);
+    r["world_size"] = std::to_string(p.world_size);
     r["base_lr"] = exact(p.base_lr);
     r["lr_schedule"] = p.lr_schedule;
     r["lr_schedule_unit"] = p.lr_schedule_unit;
@@ -105,15 +107,19 @@ CheckpointMeta parse_checkpoint_metadata(const std::map<std::string, std::string
       r.epoch_loss_sum = to_double(opt("epoch_loss_sum", "0"));
       r.epoch_loss_count = to_int(opt("epoch_loss_count", "0"));
       r.accumulate = to_int(opt("accumulate", "1"));
+      r.samples = to_int(opt("data_samples", "-1"));
+      r.world_size = to_int(opt("world_size", "1"));
     } catch (const std::logic_error&) {
       fail(path + ": checkpoint metadata has a malformed epoch, data_position, base_lr, epoch "
-                  "loss or accumulate");
+                  "loss, accumulate, data_samples or world_size");
     }
     if (r.accumulate < 1)
       fail(path + ": checkpoint metadata has accumulate " + std::to_string(r.accumulate) +
            " (must be at least 1)");
     if (r.epoch < 0 || r.batch < 0 || r.epoch_loss_count < 0 || r.epoch_loss_count > r.batch)
       fail(path + ": checkpoint metadata has a negative epoch or data position");
+    if (r.samples < -1 || r.world_size < 1 || (r.samples >= 0 && r.samples < r.batch))
+      fail(path + ": checkpoint metadata has a bad data_samples or world_size");
     if (!std::isfinite(r.base_lr)) fail(path + ": checkpoint metadata has a non-finite base_lr");
     r.lr_schedule = get("lr_schedule");
     r.lr_schedule_unit = opt("lr_schedule_unit", "epoch");

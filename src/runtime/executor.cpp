@@ -9,7 +9,7 @@ namespace ts {
 Executor::Executor(const Function& f, int threads, bool inplace)
     : Executor(f, threads, plan_memory(f, inplace)) {}
 
-Executor::Executor(const Function& f, int threads, MemoryPlan plan)
+Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* collective)
     : f_(f), threads_(threads), plan_(std::move(plan)) {
   // Before any kernel is built: an OpenMP pool started wider than asked
   // would keep idle threads spinning.
@@ -33,7 +33,7 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan)
     for (size_t k = 0; k < n.outputs.size(); ++k)
       out_types.push_back(n.outputs[k] >= 0 ? f.value_types[n.outputs[k]] : n.declared[k]);
     NodeCtx ctx = node_ctx(f, n);
-    KernelCtx kctx{ctx, out_types, threads_};
+    KernelCtx kctx{ctx, out_types, threads_, collective};
     s.kernel = n.def->make(kctx);
     s.in.resize(n.inputs.size());
     s.out.resize(n.outputs.size());

@@ -27,8 +27,9 @@ class Executor {
  public:
   Executor(const Function& f, int threads, bool inplace = false);
   // With a plan made beforehand (plan_memory(f, ...)), e.g. to check its
-  // size against a memory limit before anything is allocated.
-  Executor(const Function& f, int threads, MemoryPlan plan);
+  // size against a memory limit before anything is allocated; `collective`: the ranks a
+  // data-parallel step's all-reduce nodes reduce over.
+  Executor(const Function& f, int threads, MemoryPlan plan, Collective* collective = nullptr);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "io/safetensors.h"
+#include "passes/data_parallel.h"
 #include "passes/pipeline.h"
 #include "runtime/artifact.h"
 #include "runtime/bound_step.h"
@@ -127,11 +128,20 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     lr_seen = true;
   }
 
-  // Optimised copies of the step functions the artifact has.
+  // Optimised copies of the step functions the artifact has. With several
+  // ranks the train step is grad_step + all-reduce + apply_step.
+  const bool parallel = o.collective && o.collective->size() > 1;
+  if (parallel) check_replicas();
+  if (parallel && (!p.functions.count("grad_step") || !p.functions.count("apply_step")))
+    fail(artifact_->path + ": data-parallel training needs grad_step and apply_step; export the "
+         "artifact with --grads");
   std::vector<std::pair<StepKind, std::unique_ptr<Function>>> fns;
   for (StepKind k : kStepKinds) {
     if (!p.functions.count(step_function_name(k))) continue;
-    auto f = std::make_unique<Function>(p.function(step_function_name(k)));
+    auto f = k == StepKind::Train && parallel
+                 ? std::make_unique<Function>(data_parallel_step(
+                       p.function("grad_step"), p.function("apply_step"), o.buckets, artifact_->path))
+                 : std::make_unique<Function>(p.function(step_function_name(k)));
     optimize(*f, o.compile);
     fns.emplace_back(k, std::move(f));
   }
@@ -171,7 +181,8 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   if (grad_fn)
     for (const Port& out : grad_fn->outputs)
       if (out.role == Role::Grad) grads_.emplace(out.state, HostTensor(out.type.dtype, out.type.shape));
-  StepBindings b{&state_, &grads_, lr_t_.view.data, seed_t_.view.data, step_t_.view.data};
+  StepBindings b{&state_, &grads_, lr_t_.view.data, seed_t_.view.data, step_t_.view.data,
+                 o.collective.get()};
   for (size_t i = 0; i < fns.size(); ++i) {
     StepBindings bi = b;
     // Eval draws from its own stream position (see eval_step).
@@ -237,7 +248,7 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   BoundStep& t = step(StepKind::Train);
   t.bind_batch(inputs, target);
   set_lr_input();
-  *seed_t_.view.as<int64_t>() = seed_;
+  *seed_t_.view.as<int64_t>() = rank_seed();
   *step_t_.view.as<int64_t>() = step_;
   const auto t0 = std::chrono::steady_clock::now();
   t.run();
@@ -296,7 +307,7 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
   if (!g)
     fail(artifact_->path + ": grad_step: the artifact has no grad_step (export it with --grads)");
   g->bind_batch(inputs, target);
-  *seed_t_.view.as<int64_t>() = seed_;
+  *seed_t_.view.as<int64_t>() = rank_seed();
   *step_t_.view.as<int64_t>() = step_ * accumulation_ + micro_;
   const auto t0 = std::chrono::steady_clock::now();
   g->run();
@@ -340,6 +351,9 @@ void Session::apply_grads() {
          ": apply_grads: the artifact has no apply_step (export it with --grads)");
   if (micro_ == 0) fail("apply_grads: no grad_step since the last update");
   last_skipped_ = false;
+  // Every rank skips, or none: their updates must stay equal.
+  if (world_size() > 1)
+    skip_pending_ = collective()->max(skip_pending_ ? 1 : 0, "the skipped-step agreement") != 0;
   if (skip_pending_) {  // a micro-batch was not finite (Skip mode): no update
     micro_ = 0;
     skip_pending_ = false;
@@ -347,12 +361,16 @@ void Session::apply_grads() {
     report_step(micro_seconds_, last_loss_);
     return;
   }
-  if (micro_ > 1) {
+  // The mean over every micro-batch of every rank.
+  const int ranks = world_size();
+  if (ranks > 1) reduce_grads();
+  if (micro_ > 1 || ranks > 1) {
+    const double n = static_cast<double>(micro_) * ranks;
     for (auto& [name, acc] : grads_) {
       if (acc.view.dtype == DType::F64)
-        scale<double>(acc.view, 1.0 / static_cast<double>(micro_));
+        scale<double>(acc.view, 1.0 / n);
       else
-        scale<float>(acc.view, 1.0f / static_cast<float>(micro_));
+        scale<float>(acc.view, 1.0f / static_cast<float>(n));
     }
   }
   set_lr_input();
@@ -372,6 +390,53 @@ void Session::apply_grads() {
   copy_out_state(*ap, ap->state_out());
   ++step_;
   report_step(seconds, last_loss_);
+}
+
+int64_t Session::rank_seed() const {
+  const int r = rank();
+  if (r == 0) return seed_;
+  // splitmix64 of (seed, rank): streams far apart for any seed.
+  uint64_t z = static_cast<uint64_t>(seed_) + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(r);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<int64_t>((z ^ (z >> 31)) >> 1);
+}
+
+void Session::check_replicas() const {
+  // One number for what must agree across ranks: the model, its state
+  // layout and the batch. A mismatch would pair the wrong buffers.
+  std::string key = program().name + "/" + std::to_string(batch_size());
+  for (const auto& s : program().state) key += "/" + s.name + ":" + s.type.str();
+  const int64_t h = static_cast<int64_t>(std::hash<std::string>()(key) >> 1);
+  Collective& c = *opts_.collective;
+  const int64_t hi = c.max(h, "the artifact check"), lo = -c.max(-h, "the artifact check");
+  if (hi != lo)
+    fail(artifact_->path + ": the ranks loaded different models, state layouts or batch sizes "
+         "(rank " + std::to_string(c.rank()) + " of " + std::to_string(c.size()) + ")");
+}
+
+void Session::broadcast_state(int root) {
+  Collective* c = collective();
+  if (!c || c->size() == 1) return;
+  for (const auto& n : names_) {
+    Tensor& t = state_.at(n).view;
+    c->broadcast(t.data, t.nbytes(), root, "the state broadcast");
+  }
+  int64_t ints[3] = {step_, seed_, skipped_};
+  c->broadcast(ints, sizeof ints, root, "the state broadcast");
+  c->broadcast(&lr_, sizeof lr_, root, "the state broadcast");
+  step_ = ints[0];
+  seed_ = ints[1];
+  skipped_ = ints[2];
+}
+
+void Session::reduce_grads() {
+  Collective& c = *opts_.collective;
+  std::vector<Collective::Request> reqs;
+  for (auto& [name, acc] : grads_)
+    reqs.push_back(c.all_reduce(acc.view.data, static_cast<size_t>(acc.view.numel()),
+                                acc.view.dtype, ReduceOp::Sum, "the accumulated-gradient all-reduce"));
+  for (auto r : reqs) c.wait(r);
 }
 
 void Session::set_accumulation(int64_t n) {
@@ -444,7 +509,7 @@ void Session::copy_out_state(const BoundStep& b,
 void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target) {
   BoundStep& e = step(StepKind::Eval);
   e.bind_batch(inputs, target);
-  *seed_t_.view.as<int64_t>() = seed_;
+  *seed_t_.view.as<int64_t>() = rank_seed();
   *eval_offset_t_.view.as<int64_t>() = eval_offset_++;
   e.run();
 }

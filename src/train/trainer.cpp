@@ -44,6 +44,8 @@ std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const B
 
 EvalResult evaluate(Session& s, const Dataset& test) {
   Batcher data(test, s.batch_size());
+  // Data-parallel: each rank evaluates its shard; the sums are reduced.
+  if (s.world_size() > 1) data.shard(s.rank(), s.world_size(), false);
   auto pf = prefetcher(s, "eval_step", data);
   pf->start(0, data.padded_batches());
   EvalResult r;
@@ -82,6 +84,14 @@ EvalResult evaluate(Session& s, const Dataset& test) {
       r.correct += best == labels[k];
       ++r.labels;
     }
+  }
+  if (Collective* c = s.world_size() > 1 ? s.collective() : nullptr) {
+    double sums[4] = {loss_sum, double(r.count), double(r.correct), double(r.labels)};
+    c->all_reduce_now(sums, 4, DType::F64, ReduceOp::Sum, "the evaluation sums");
+    loss_sum = sums[0];
+    r.count = static_cast<int64_t>(sums[1]);
+    r.correct = static_cast<int64_t>(sums[2]);
+    r.labels = static_cast<int64_t>(sums[3]);
   }
   r.loss = r.count ? loss_sum / r.count : 0;
   r.accuracy = r.labels ? static_cast<double>(r.correct) / r.labels : 0;
@@ -175,7 +185,16 @@ Start resume(Session& s, const TrainOptions& o, const std::string& dir, TrainObs
   bool checksummed = true;
   if (o.resume == "auto") {
     if (dir.empty()) fail("--resume auto needs --save or --checkpoint-dir to look in");
-    st.from = resume_auto(s, dir, o.save, st.at, checksummed, ob);
+    // Data-parallel: rank 0 chooses, and every rank loads that one.
+    if (s.rank() == 0) st.from = resume_auto(s, dir, o.save, st.at, checksummed, ob);
+    if (s.world_size() > 1) {
+      st.from = s.collective()->broadcast_string(st.from, 0, "the --resume auto agreement");
+      if (s.rank() != 0 && !st.from.empty()) {
+        CheckpointMeta m = s.load_checkpoint(st.from);
+        st.at = resume_position(m, st.from);
+        checksummed = m.checksummed;
+      }
+    }
     if (st.from.empty())
       ob.on_note(Note::NoCheckpoint, "no checkpoint in " + dir + ": starting from the initial state");
     else
@@ -200,6 +219,7 @@ struct Plan {
   int64_t accum = 1;    // batches per optimizer step
   int64_t batches = 0;  // per epoch: whole optimizer steps only
   int64_t last_epoch = 0;
+  int64_t first_batch = 0;  // of the resumed epoch, on each rank
 };
 
 Plan plan_run(Session& s, const TrainOptions& o, const Start& st, const Batcher& data) {
@@ -227,6 +247,18 @@ Plan plan_run(Session& s, const TrainOptions& o, const Start& st, const Batcher&
     p.batches -= p.batches % p.accum;
   }
   p.last_epoch = o.resume == "auto" ? o.epochs : st.at.epoch + o.epochs;
+  // The resumed epoch's position is in samples over all ranks, so a run
+  // saved on N ranks resumes on M.
+  p.first_batch = st.at.batch;
+  const int64_t global_batch = s.batch_size() * s.world_size();
+  if (st.at.samples >= 0) {
+    if (st.at.samples % global_batch != 0)
+      fail(st.from + ": the checkpoint is " + std::to_string(st.at.samples) +
+           " samples into an epoch, not a whole number of batches of " +
+           std::to_string(s.batch_size()) + " on " + std::to_string(s.world_size()) +
+           " rank(s); resume it on a number of ranks that divides it");
+    p.first_batch = st.at.samples / global_batch;
+  }
   return p;
 }
 
@@ -266,7 +298,8 @@ class Run {
     }
     s_.set_lr(rep.lr);
     data_.shuffle(static_cast<uint64_t>(p_.seed), e);
-    const int64_t nb = p_.batches, first = e == st_.at.epoch ? std::min(st_.at.batch, nb) : 0;
+    if (s_.world_size() > 1) data_.shard(s_.rank(), s_.world_size(), true);
+    const int64_t nb = p_.batches, first = e == st_.at.epoch ? std::min(p_.first_batch, nb) : 0;
     if (first % p_.accum != 0)
       fail(st_.from + ": the checkpoint is " + std::to_string(first) +
            " batches into an epoch, inside an optimizer step of --accumulate " +
@@ -311,14 +344,18 @@ class Run {
       if (stop_requested()) return stop(e, b + 1, result);
     }
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rep.train_loss = loss_count_ ? loss_sum_ / loss_count_ : NAN;  // every step skipped
-    rep.samples_per_s = (nb - first) * s_.batch_size() / std::max(rep.seconds, 1e-9);
+    double sums[2] = {loss_sum_, double(loss_count_)};
+    if (s_.world_size() > 1)  // the report covers every rank's batches
+      s_.collective()->all_reduce_now(sums, 2, DType::F64, ReduceOp::Sum, "the epoch loss");
+    rep.train_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;  // every step skipped
+    rep.samples_per_s =
+        (nb - first) * s_.batch_size() * s_.world_size() / std::max(rep.seconds, 1e-9);
     rep.skipped = s_.skipped_steps();
     rep.step = s_.step();
     rep.test = evaluate(s_, test_);
     loss_sum_ = 0;
     loss_count_ = 0;
-    if (!o_.save.empty()) s_.save_checkpoint(o_.save, position(e + 1, 0));
+    if (!o_.save.empty() && s_.rank() == 0) s_.save_checkpoint(o_.save, position(e + 1, 0));
     ob_.on_epoch(rep);
     return stop_requested() && stop(e + 1, 0, result);
   }
@@ -333,6 +370,8 @@ class Run {
     r.accumulate = p_.accum;
     r.epoch_loss_sum = batch ? loss_sum_ : 0.0;
     r.epoch_loss_count = batch ? loss_count_ : 0;
+    r.samples = batch * s_.batch_size() * s_.world_size();
+    r.world_size = s_.world_size();
     return r;
   }
 
@@ -343,16 +382,23 @@ class Run {
     const std::string path = checkpoint_path(dir_, s_.step());
     const Position here{s_.step(), epochs_done, batch};
     if (!(here < written_) && !(written_ < here)) return path;  // already written
+    written_ = here;
+    if (s_.rank() != 0) return path;  // rank 0 writes for all
     make_checkpoint_dir(dir_);
     s_.save_checkpoint(path, position(epochs_done, batch));
     prune_checkpoints(dir_, o_.keep);
-    written_ = here;
     return path;
   }
 
-  bool stop_requested() const { return o_.stop && o_.stop->load() != 0; }
+  // Data-parallel: every rank stops at the same step when any was asked to.
+  bool stop_requested() {
+    if (!o_.stop) return false;
+    stop_signal_ = o_.stop->load();
+    if (s_.world_size() > 1) stop_signal_ = s_.collective()->max(stop_signal_, "the stop agreement");
+    return stop_signal_ != 0;
+  }
   bool stop(int64_t epochs_done, int64_t batch, TrainResult& result) {
-    result.stopped_by = o_.stop->load();
+    result.stopped_by = stop_signal_;
     result.checkpoint = checkpoint(epochs_done, batch);
     result.epochs_done = epochs_done;
     result.skipped_steps = s_.skipped_steps();
@@ -372,6 +418,7 @@ class Run {
   double loss_sum_;
   int64_t loss_count_;
   Position written_{-1, -1, -1};  // the last checkpoint written
+  int64_t stop_signal_ = 0;        // what stop_requested() saw
 };
 
 }  // namespace
@@ -379,7 +426,8 @@ class Run {
 TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
                   const TrainOptions& o, TrainObserver* observer) {
   TrainObserver quiet;
-  TrainObserver& ob = observer ? *observer : quiet;
+  // Data-parallel: rank 0 reports for the run.
+  TrainObserver& ob = observer && s.rank() == 0 ? *observer : quiet;
   const std::string dir =
       !o.checkpoint_dir.empty() ? o.checkpoint_dir : o.save.empty() ? "" : default_checkpoint_dir(o.save);
   if (o.checkpoint_every < 0) fail("--checkpoint-every must be >= 0");
@@ -388,7 +436,9 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   if (o.keep < 1) fail("--keep must be at least 1");
 
   const Start st = resume(s, o, dir, ob);
+  s.broadcast_state(0);  // replicas start equal, as DDP makes them
   Batcher data(train_set, s.batch_size());
+  if (s.world_size() > 1) data.shard(s.rank(), s.world_size(), true);
   auto pf = prefetcher(s, "train_step", data);
   const Plan plan = plan_run(s, o, st, data);
   s.set_seed(plan.seed);

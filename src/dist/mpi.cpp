@@ -1,0 +1,333 @@
+// Collective over MPI_COMM_WORLD. One thread of ours makes every MPI call
+// (MPI_THREAD_FUNNELED is all it needs): the step's kernels hand it
+// reductions and go on computing, which is the overlap; it drives each
+// non-blocking collective to completion by testing it, sleeping a little
+// between tests so that on a machine with as many ranks as cores it does not
+// take a core from the compute.
+//
+// Who did not answer: as each rank starts collective k it tells every other
+// rank so (a small message on a private communicator). A rank whose wait
+// times out names the ranks it has not heard reach k.
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "trainstep/collective.h"
+#include "trainstep/error.h"
+
+namespace ts {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::F64: return MPI_DOUBLE;
+    case DType::I64: return MPI_INT64_T;
+    case DType::I32: return MPI_INT32_T;
+    case DType::U8:
+    case DType::Bool: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(code, text, &n);
+  return std::string(text, static_cast<size_t>(n));
+}
+
+constexpr int kArriveTag = 7;
+constexpr size_t kRing = 1024;  // requests in flight at once (a step's buckets)
+
+class MpiCollective final : public Collective {
+ public:
+  explicit MpiCollective(const MpiOptions& o) : timeout_(o.timeout_s) {
+    if (!(timeout_ > 0)) fail("--collective-timeout must be positive");
+    t_ = std::thread([this] { serve(); });
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [this] { return ready_; });
+    if (!error_.empty()) {
+      l.unlock();
+      t_.join();
+      fail(error_);
+    }
+  }
+
+  ~MpiCollective() override {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    // After a timeout the thread may be stuck in a collective that will
+    // never finish; the process is on its way out with an error anyway.
+    if (broken_) t_.detach();
+    else t_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Request all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, const char* what) override {
+    return submit({Job::Reduce, buf, count, dtype, op, 0, what, 0});
+  }
+
+  void broadcast(void* buf, size_t bytes, int root, const char* what) override {
+    if (root < 0 || root >= size_) fail(std::string(what) + ": broadcast from rank " +
+                                        std::to_string(root) + " of " + std::to_string(size_));
+    wait(submit({Job::Bcast, buf, bytes, DType::U8, ReduceOp::Sum, root, what, 0}));
+  }
+
+  void wait(Request r) override {
+    std::unique_lock<std::mutex> l(m_);
+    const auto deadline = clock_type::now() + std::chrono::duration<double>(timeout_);
+    while (done_ < r) {
+      if (!error_.empty()) fail(error_);
+      if (cv_.wait_until(l, deadline) == std::cv_status::timeout && done_ < r && error_.empty()) {
+        broken_ = true;
+        fail(timeout_message(r));
+      }
+    }
+  }
+
+  [[noreturn]] void abort(int code) override {
+    // From this thread: the MPI thread may be stuck in a collective.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; if it did, still end
+  }
+
+  double reduce_seconds() const override { return reduce_seconds_.load(); }
+  void reset_reduce_seconds() override { reduce_seconds_ = 0; }
+
+ private:
+  struct Job {
+    enum Kind { Reduce, Bcast } kind;
+    void* buf;
+    size_t count;
+    DType dtype;
+    ReduceOp op;
+    int root;
+    const char* what;
+    Request id;
+  };
+
+  Request submit(Job j) {
+    std::unique_lock<std::mutex> l(m_);
+    if (!error_.empty()) fail(error_);
+    // The ring holds every request not yet waited for; a step has a
+    // handful (its buckets), so a full ring is a caller that never waits.
+    if (next_ - done_ > static_cast<Request>(kRing))
+      fail(std::string(j.what) + ": more than " + std::to_string(kRing) +
+           " collectives started and not finished");
+    j.id = next_++;
+    ring_[static_cast<size_t>(j.id) % kRing] = j;
+    what_[static_cast<size_t>(j.id) % kRing] = j.what;
+    l.unlock();
+    cv_.notify_all();
+    return j.id;
+  }
+
+  std::string timeout_message(Request r) const {
+    const char* what = what_[static_cast<size_t>(r) % kRing];
+    std::string missing;
+    int n = 0;
+    for (int k = 0; k < size_; ++k)
+      if (k != rank_ && arrived_[k] < r) missing += (n++ ? ", " : "") + std::to_string(k);
+    std::string who =
+        n ? "rank" + std::string(n > 1 ? "s " : " ") + missing + " did not answer"
+          : "every rank started it, but it did not complete";
+    return std::string(what) + ": no result within " + std::to_string(int(timeout_)) +
+           " s (--collective-timeout): " + who + " (this is rank " + std::to_string(rank_) +
+           " of " + std::to_string(size_) + ")";
+  }
+
+  // The MPI thread.
+  void serve() {
+    int provided = 0;
+    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(MPI_COMM_WORLD, &world_);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(MPI_COMM_WORLD, &arrivals_);
+    if (rc == MPI_SUCCESS) {
+      MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+      MPI_Comm_set_errhandler(arrivals_, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(world_, &rank_);
+      MPI_Comm_size(world_, &size_);
+      arrived_.assign(static_cast<size_t>(size_), -1);
+      sends_.reserve(kRing);
+    }
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (rc != MPI_SUCCESS) error_ = "MPI_Init_thread failed: " + mpi_error(rc);
+      ready_ = true;
+    }
+    cv_.notify_all();
+    if (rc != MPI_SUCCESS) return;
+
+    Request next = 0;
+    for (;;) {
+      Job j;
+      {
+        std::unique_lock<std::mutex> l(m_);
+        cv_.wait(l, [&] { return quit_ || next_ > next; });
+        if (next_ <= next) break;  // quit, nothing pending
+        j = ring_[static_cast<size_t>(next) % kRing];
+      }
+      std::string err = run(j);
+      {
+        std::lock_guard<std::mutex> l(m_);
+        if (err.empty()) done_ = j.id;
+        else error_ = err;
+      }
+      cv_.notify_all();
+      if (!err.empty()) return;  // later collectives cannot line up any more
+      ++next;
+    }
+    finish();
+  }
+
+  std::string run(const Job& j) {
+    announce(j.id);
+    const auto t0 = clock_type::now();
+    MPI_Request req;
+    int rc = j.kind == Job::Reduce
+                 ? MPI_Iallreduce(MPI_IN_PLACE, j.buf, static_cast<int>(j.count),
+                                  mpi_type(j.dtype), mpi_op(j.op), world_, &req)
+                 : MPI_Ibcast(j.buf, static_cast<int>(j.count), MPI_BYTE, j.root, world_, &req);
+    if (rc == MPI_SUCCESS) rc = drive(req);
+    if (j.kind == Job::Reduce)
+      reduce_seconds_ = reduce_seconds_.load() +
+                        std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (rc != MPI_SUCCESS)
+      return std::string(j.what) + ": MPI failed (rank " + std::to_string(rank_) + "): " +
+             mpi_error(rc);
+    return "";
+  }
+
+  // Tests `req` until it completes, reading arrival notices meanwhile.
+  int drive(MPI_Request& req) {
+    int spins = 0;
+    for (;;) {
+      int flag = 0;
+      int rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS || flag) return rc;
+      drain_arrivals();
+      if (++spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  // Tells every other rank that this one started collective `id`.
+  void announce(Request id) {
+    if (size_ == 1) return;
+    // Completed sends leave the list; their slots are reused.
+    size_t keep = 0;
+    for (size_t i = 0; i < sends_.size(); ++i) {
+      int flag = 0;
+      MPI_Test(&sends_[i].req, &flag, MPI_STATUS_IGNORE);
+      if (!flag) sends_[keep++] = sends_[i];
+    }
+    sends_.resize(keep);
+    for (int k = 0; k < size_; ++k) {
+      if (k == rank_) continue;
+      if (sends_.size() == sends_.capacity()) {  // never grows past kRing
+        MPI_Wait(&sends_.front().req, MPI_STATUS_IGNORE);
+        sends_.erase(sends_.begin());
+      }
+      sends_.push_back({MPI_REQUEST_NULL, id});
+      // The value lives in sends_ until the send completes (no reallocation:
+      // the capacity is fixed above).
+      MPI_Isend(&sends_.back().value, 1, MPI_INT64_T, k, kArriveTag, arrivals_,
+                &sends_.back().req);
+    }
+  }
+
+  void drain_arrivals() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kArriveTag, arrivals_, &flag, &st) != MPI_SUCCESS || !flag)
+        return;
+      int64_t v = 0;
+      MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, kArriveTag, arrivals_, MPI_STATUS_IGNORE);
+      std::lock_guard<std::mutex> l(m_);
+      arrived_[static_cast<size_t>(st.MPI_SOURCE)] =
+          std::max(arrived_[static_cast<size_t>(st.MPI_SOURCE)], v);
+    }
+  }
+
+  // Every rank's notices are sent and read before MPI goes away.
+  void finish() {
+    for (auto& s : sends_) MPI_Wait(&s.req, MPI_STATUS_IGNORE);
+    MPI_Request req;
+    if (MPI_Ibarrier(arrivals_, &req) == MPI_SUCCESS) drive(req);
+    drain_arrivals();
+    MPI_Comm_free(&arrivals_);
+    MPI_Comm_free(&world_);
+    MPI_Finalize();
+  }
+
+  struct Send {
+    MPI_Request req;
+    int64_t value;
+  };
+
+  double timeout_;
+  std::thread t_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  bool ready_ = false, quit_ = false;
+  std::atomic<bool> broken_{false};
+  std::string error_;  // an MPI call failed: every later call throws it
+  Job ring_[kRing];
+  const char* what_[kRing] = {};
+  Request next_ = 0, done_ = -1;
+  int rank_ = 0, size_ = 1;
+  std::vector<int64_t> arrived_;  // per rank: the last collective it started
+  std::vector<Send> sends_;       // MPI thread only
+  std::atomic<double> reduce_seconds_{0};
+  MPI_Comm world_ = MPI_COMM_NULL, arrivals_ = MPI_COMM_NULL;
+};
+
+}  // namespace
+
+bool have_mpi() { return true; }
+
+std::shared_ptr<Collective> mpi_collective(const MpiOptions& o) {
+  // MPI starts once per process; every caller shares it.
+  static std::mutex m;
+  static std::weak_ptr<Collective> one;
+  std::lock_guard<std::mutex> l(m);
+  if (auto c = one.lock()) return c;
+  static bool finalized = false;
+  if (finalized) fail("MPI was already finalized in this process; keep the collective alive");
+  auto c = std::shared_ptr<Collective>(new MpiCollective(o), [](Collective* p) {
+    delete p;
+    finalized = true;
+  });
+  one = c;
+  return c;
+}
+
+}  // namespace ts

@@ -1,0 +1,150 @@
+"""Data-parallel training over MPI (`train --distributed mpi`), on loopback
+with mpirun: N ranks x batch B against 1 rank x batch N*B, rank-keyed
+dropout, checkpoints that move between rank counts, and the errors."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import BIN, SPECS, run
+
+pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None,
+                                reason="no mpirun (scripts/install-deps.sh installs openmpi-bin)")
+
+
+def _spec(name):
+    return os.path.join(SPECS, name)
+
+
+def mpirun(n, *args, check=True, timeout=300):
+    """trainstep ARGS on n ranks of a local mpirun."""
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n), BIN,
+           *map(str, args)]
+    env = dict(os.environ, TRAINSTEP_PYTHON=sys.executable)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def _params(ckpt):
+    from trainstep import checkpoint
+    model, _, meta = checkpoint.load(str(ckpt))
+    return model, meta
+
+
+def _max_diff(a, b):
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+@pytest.fixture(scope="module")
+def accum(artifacts):
+    return {b: artifacts(f"accum{b}", _spec(f"accum{b}.py")) for b in (16, 32, 64)}
+
+
+COMMON = ["--threads", 1, "--seed", 3]
+
+
+def test_ranks_times_batch_match_one_big_batch(accum, small_data, tmp_path):
+    """SGD with momentum, no dropout or BatchNorm, 10 steps: 2 ranks x 32
+    and 4 ranks x 16 against 1 rank x 64. Each global step covers the same
+    64 samples (ranks take a stride of one shuffle, as DistributedSampler
+    does), so only the order of the float32 sums differs. The tolerance
+    is derived from that: the same 64 samples summed in another order on
+    one rank (--accumulate over consecutive sub-batches) moves the
+    parameters by d; the ranks may differ from the big batch by 8 d."""
+    data = ["--data", f"idx:{small_data}", *COMMON]
+    one = tmp_path / "one64.ckpt"
+    run("train", accum[64], *data, "--save", one)
+    ref, meta = _params(one)
+    assert meta["step"] == "10"  # 640 samples / 64
+    for ranks, batch in ((2, 32), (4, 16)):
+        acc, par = tmp_path / f"acc{batch}.ckpt", tmp_path / f"par{ranks}.ckpt"
+        run("train", accum[batch], *data, "--accumulate", ranks, "--save", acc)
+        p = mpirun(ranks, "train", accum[batch], *data, "--distributed", "mpi", "--save", par)
+        assert f"data-parallel over {ranks} ranks" in p.stdout, p.stdout
+        got, meta = _params(par)
+        assert meta["step"] == "10" and meta["world_size"] == str(ranks), meta
+        reorder = _max_diff(_params(acc)[0], ref)
+        tol = 8 * max(reorder, 1e-7)  # 1e-7: the parameters' float32 ulp, if d happens to be 0
+        assert _max_diff(got, ref) <= tol, (ranks, _max_diff(got, ref), tol)
+        # Not vacuous: one rank x `batch`, each batch its own step, ends elsewhere.
+        alone = tmp_path / f"alone{batch}.ckpt"
+        run("train", accum[batch], *data, "--save", alone)
+        assert _max_diff(_params(alone)[0], ref) > 1e-3
+
+
+def test_only_rank_0_prints_and_writes(accum, small_data, tmp_path):
+    ckpt_dir = tmp_path / "ckpts"
+    p = mpirun(2, "train", accum[32], "--data", f"idx:{small_data}", *COMMON, "--distributed",
+               "mpi", "--checkpoint-every", 5, "--checkpoint-dir", ckpt_dir)
+    assert p.stdout.count("training accum32") == 1, p.stdout
+    assert p.stdout.count("epoch 1: lr") == 1, p.stdout
+    assert sorted(os.listdir(ckpt_dir)) == ["step-0000000005.ckpt", "step-0000000010.ckpt"]
+
+
+def test_dropout_masks_differ_by_rank_and_repeat_by_seed(artifacts, tmp_path):
+    """Every sample is the same image, so the ranks' batches are equal: were
+    their masks equal too, two ranks would compute what one does. They
+    differ (the RNG seed is keyed by rank), and a second run with the same
+    seed and world size gives the same bits."""
+    from test_features import repeated_sample_data
+    data = str(tmp_path / "same")
+    repeated_sample_data(data, 256)
+    art = artifacts("dp_dropout", _spec("dp_dropout.py"))
+    common = ["train", art, "--data", f"idx:{data}", *COMMON]
+    one = tmp_path / "one.ckpt"
+    run(*common, "--save", one)
+    a, b = tmp_path / "a.ckpt", tmp_path / "b.ckpt"
+    mpirun(2, *common, "--distributed", "mpi", "--save", a)
+    mpirun(2, *common, "--distributed", "mpi", "--save", b)
+    pa, pb, p1 = _params(a)[0], _params(b)[0], _params(one)[0]
+    for k in pa:
+        assert torch.equal(pa[k], pb[k]), k
+    assert _max_diff(pa, p1) > 1e-4
+
+
+def test_a_checkpoint_from_2_ranks_resumes_on_1(accum, small_data, tmp_path):
+    """Saved mid-epoch by 2 ranks x 32 (step 6: 384 samples of the epoch),
+    resumed on 1 rank x 64: the data position is in samples, so it continues
+    at batch 6 of 64 and ends where 1 rank x 64 straight through does."""
+    data = ["--data", f"idx:{small_data}", *COMMON]
+    one = tmp_path / "one64.ckpt"
+    run("train", accum[64], *data, "--epochs", 2, "--save", one)
+    ckpts = tmp_path / "ckpts"
+    mpirun(2, "train", accum[32], *data, "--distributed", "mpi", "--checkpoint-every", 6,
+           "--checkpoint-dir", ckpts)
+    mid = ckpts / "step-0000000006.ckpt"
+    _, meta = _params(mid)
+    assert (meta["data_samples"], meta["data_position"], meta["world_size"]) == ("384", "6", "2")
+    done = tmp_path / "resumed.ckpt"
+    run("train", accum[64], *data, "--resume", mid, "--epochs", 2, "--save", done)
+    got, meta = _params(done)
+    ref, ref_meta = _params(one)
+    assert meta["step"] == ref_meta["step"] == "20"
+    acc = tmp_path / "acc.ckpt"  # the summation-order scale, as above
+    run("train", accum[32], *data, "--epochs", 2, "--accumulate", 2, "--save", acc)
+    tol = 8 * max(_max_diff(_params(acc)[0], ref), 1e-7)
+    assert _max_diff(got, ref) <= tol, (_max_diff(got, ref), tol)
+
+
+def test_a_position_the_ranks_cannot_split_is_refused(accum, small_data, tmp_path):
+    """Saved by 1 rank x 64 after 6 steps, 384 samples into the epoch: 4
+    ranks x 64 take 256 samples a step, so 384 is no step boundary for them."""
+    ckpts = tmp_path / "ckpts"
+    run("train", accum[64], "--data", f"idx:{small_data}", *COMMON, "--checkpoint-every", 6,
+        "--checkpoint-dir", ckpts)
+    p = mpirun(4, "train", accum[64], "--data", f"idx:{small_data}", *COMMON, "--distributed",
+               "mpi", "--resume", ckpts / "step-0000000006.ckpt", check=False)
+    assert p.returncode != 0
+    assert "384 samples into an epoch, not a whole number of batches of 64 on 4 rank(s)" in p.stderr, p.stderr
+
+
+def test_an_artifact_without_gradient_functions_is_refused(artifacts, small_data):
+    art = artifacts("groups_sgd", _spec("groups_sgd.py"))
+    p = mpirun(2, "train", art, "--data", f"idx:{small_data}", "--distributed", "mpi", check=False)
+    assert p.returncode != 0
+    assert "data-parallel training needs grad_step and apply_step; export the artifact with --grads" in p.stderr, p.stderr
