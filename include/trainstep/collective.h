@@ -14,10 +14,18 @@
 #include <string>
 
 #include "trainstep/dtype.h"
+#include "trainstep/error.h"
 
 namespace ts {
 
 enum class ReduceOp { Sum, Max, Min };
+
+// A collective that failed or timed out (a rank died or hangs): the run
+// cannot go on, and the other ranks learn of it only through their own
+// timeouts.
+struct CollectiveError : Error {
+  using Error::Error;
+};
 
 class Collective {
  public:
@@ -31,8 +39,8 @@ class Collective {
   // the request; starting one allocates nothing.
   virtual Request all_reduce(void* buf, size_t count, DType dtype, ReduceOp op,
                              const char* what) = 0;
-  // Blocks until the request has completed. Throws ts::Error naming `what`
-  // and the ranks that did not answer when it takes longer than the
+  // Blocks until the request has completed. Throws CollectiveError naming
+  // `what` and the ranks that did not answer when it takes longer than the
   // timeout.
   virtual void wait(Request r) = 0;
   // Blocking: rank `root`'s `bytes` at `buf` land in every rank's `buf`.

@@ -5,9 +5,11 @@
 // between tests so that on a machine with as many ranks as cores it does not
 // take a core from the compute.
 //
-// Who did not answer: as each rank starts collective k it tells every other
-// rank so (a small message on a private communicator). A rank whose wait
-// times out names the ranks it has not heard reach k.
+// Who did not answer: as each rank starts collective k, and then every
+// heartbeat interval while it drives k, it tells every other rank so (a
+// small message on a private communicator). A rank whose wait times out
+// names the ranks it has not heard from lately (dead, stopped, or stuck
+// outside any collective), and says so when all of them are still there.
 #include <mpi.h>
 
 #include <algorithm>
@@ -103,18 +105,25 @@ class MpiCollective final : public Collective {
     std::unique_lock<std::mutex> l(m_);
     const auto deadline = clock_type::now() + std::chrono::duration<double>(timeout_);
     while (done_ < r) {
-      if (!error_.empty()) fail(error_);
+      if (!error_.empty()) throw CollectiveError(error_);
       if (cv_.wait_until(l, deadline) == std::cv_status::timeout && done_ < r && error_.empty()) {
         broken_ = true;
-        fail(timeout_message(r));
+        throw CollectiveError(timeout_message(r));
       }
     }
   }
 
   [[noreturn]] void abort(int code) override {
-    // From this thread: the MPI thread may be stuck in a collective.
     std::fflush(stdout);
     std::fflush(stderr);
+    // MPI_Abort from this thread, once the MPI thread has stopped calling
+    // MPI (two threads in MPI at once could crash the teardown). It stops
+    // within a test of its collective; if it is stuck inside one, go on.
+    halt_ = true;
+    cv_.notify_all();
+    const auto until = clock_type::now() + std::chrono::seconds(1);
+    while (!halted_ && clock_type::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; if it did, still end
   }
@@ -136,7 +145,7 @@ class MpiCollective final : public Collective {
 
   Request submit(Job j) {
     std::unique_lock<std::mutex> l(m_);
-    if (!error_.empty()) fail(error_);
+    if (!error_.empty()) throw CollectiveError(error_);
     // The ring holds every request not yet waited for; a step has a
     // handful (its buckets), so a full ring is a caller that never waits.
     if (next_ - done_ > static_cast<Request>(kRing))
@@ -154,11 +163,13 @@ class MpiCollective final : public Collective {
     const char* what = what_[static_cast<size_t>(r) % kRing];
     std::string missing;
     int n = 0;
+    const auto quiet_since = clock_type::now() - 3 * heartbeat();
     for (int k = 0; k < size_; ++k)
-      if (k != rank_ && arrived_[k] < r) missing += (n++ ? ", " : "") + std::to_string(k);
+      if (k != rank_ && (arrived_[k] < r || heard_[k] < quiet_since))
+        missing += (n++ ? ", " : "") + std::to_string(k);
     std::string who =
         n ? "rank" + std::string(n > 1 ? "s " : " ") + missing + " did not answer"
-          : "every rank started it, but it did not complete";
+          : "every rank is there and started it, but it did not complete";
     return std::string(what) + ": no result within " + std::to_string(int(timeout_)) +
            " s (--collective-timeout): " + who + " (this is rank " + std::to_string(rank_) +
            " of " + std::to_string(size_) + ")";
@@ -176,6 +187,7 @@ class MpiCollective final : public Collective {
       MPI_Comm_rank(world_, &rank_);
       MPI_Comm_size(world_, &size_);
       arrived_.assign(static_cast<size_t>(size_), -1);
+      heard_.assign(static_cast<size_t>(size_), clock_type::time_point::min());
       sends_.reserve(kRing);
     }
     {
@@ -191,11 +203,13 @@ class MpiCollective final : public Collective {
       Job j;
       {
         std::unique_lock<std::mutex> l(m_);
-        cv_.wait(l, [&] { return quit_ || next_ > next; });
+        cv_.wait(l, [&] { return quit_ || halt_ || next_ > next; });
+        if (halt_) break;
         if (next_ <= next) break;  // quit, nothing pending
         j = ring_[static_cast<size_t>(next) % kRing];
       }
       std::string err = run(j);
+      if (halt_) break;
       {
         std::lock_guard<std::mutex> l(m_);
         if (err.empty()) done_ = j.id;
@@ -204,6 +218,10 @@ class MpiCollective final : public Collective {
       cv_.notify_all();
       if (!err.empty()) return;  // later collectives cannot line up any more
       ++next;
+    }
+    if (halt_) {
+      halted_ = true;
+      return;
     }
     finish();
   }
@@ -216,7 +234,7 @@ class MpiCollective final : public Collective {
                  ? MPI_Iallreduce(MPI_IN_PLACE, j.buf, static_cast<int>(j.count),
                                   mpi_type(j.dtype), mpi_op(j.op), world_, &req)
                  : MPI_Ibcast(j.buf, static_cast<int>(j.count), MPI_BYTE, j.root, world_, &req);
-    if (rc == MPI_SUCCESS) rc = drive(req);
+    if (rc == MPI_SUCCESS) rc = drive(req, j.id);
     if (j.kind == Job::Reduce)
       reduce_seconds_ = reduce_seconds_.load() +
                         std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -226,15 +244,28 @@ class MpiCollective final : public Collective {
     return "";
   }
 
-  // Tests `req` until it completes, reading arrival notices meanwhile.
-  int drive(MPI_Request& req) {
+  // Between heartbeats while a collective is driven.
+  std::chrono::duration<double> heartbeat() const {
+    return std::chrono::duration<double>(std::min(1.0, timeout_ / 8));
+  }
+
+  // Tests `req` (collective `id`) until it completes, reading arrival
+  // notices and sending heartbeats meanwhile. Returns early, with
+  // MPI_ERR_OTHER, when abort() asks this thread to make no more calls.
+  int drive(MPI_Request& req, Request id) {
     int spins = 0;
+    auto beat = clock_type::now();
     for (;;) {
+      if (halt_) return MPI_ERR_OTHER;
       int flag = 0;
       int rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS || flag) return rc;
       drain_arrivals();
       if (++spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (id >= 0 && clock_type::now() - beat > heartbeat()) {
+        announce(id);
+        beat = clock_type::now();
+      }
     }
   }
 
@@ -272,8 +303,9 @@ class MpiCollective final : public Collective {
       int64_t v = 0;
       MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, kArriveTag, arrivals_, MPI_STATUS_IGNORE);
       std::lock_guard<std::mutex> l(m_);
-      arrived_[static_cast<size_t>(st.MPI_SOURCE)] =
-          std::max(arrived_[static_cast<size_t>(st.MPI_SOURCE)], v);
+      const size_t src = static_cast<size_t>(st.MPI_SOURCE);
+      arrived_[src] = std::max(arrived_[src], v);
+      heard_[src] = clock_type::now();
     }
   }
 
@@ -281,7 +313,7 @@ class MpiCollective final : public Collective {
   void finish() {
     for (auto& s : sends_) MPI_Wait(&s.req, MPI_STATUS_IGNORE);
     MPI_Request req;
-    if (MPI_Ibarrier(arrivals_, &req) == MPI_SUCCESS) drive(req);
+    if (MPI_Ibarrier(arrivals_, &req) == MPI_SUCCESS) drive(req, -1);
     drain_arrivals();
     MPI_Comm_free(&arrivals_);
     MPI_Comm_free(&world_);
@@ -305,6 +337,9 @@ class MpiCollective final : public Collective {
   Request next_ = 0, done_ = -1;
   int rank_ = 0, size_ = 1;
   std::vector<int64_t> arrived_;  // per rank: the last collective it started
+  std::vector<clock_type::time_point> heard_;  // per rank: its last notice
+  std::atomic<bool> halt_{false};  // abort(): the MPI thread makes no more calls
+  std::atomic<bool> halted_{false};
   std::vector<Send> sends_;       // MPI thread only
   std::atomic<double> reduce_seconds_{0};
   MPI_Comm world_ = MPI_COMM_NULL, arrivals_ = MPI_COMM_NULL;

@@ -321,6 +321,9 @@ class Run {
           loss = s_.grad_step({pf_.x().view}, pf_.y().view);
           if (step_done) s_.apply_grads();
         }
+      } catch (const CollectiveError& ex) {
+        fail("epoch " + std::to_string(e + 1) + ", step " + std::to_string(s_.step()) + ": " +
+             ex.what());
       } catch (const Error& ex) {
         fail("epoch " + std::to_string(e + 1) + ", " + ex.what());
       }
@@ -394,7 +397,13 @@ class Run {
   bool stop_requested() {
     if (!o_.stop) return false;
     stop_signal_ = o_.stop->load();
-    if (s_.world_size() > 1) stop_signal_ = s_.collective()->max(stop_signal_, "the stop agreement");
+    if (s_.world_size() > 1) {
+      try {
+        stop_signal_ = s_.collective()->max(stop_signal_, "the stop agreement");
+      } catch (const CollectiveError& ex) {
+        fail("after step " + std::to_string(s_.step()) + ": " + ex.what());
+      }
+    }
     return stop_signal_ != 0;
   }
   bool stop(int64_t epochs_done, int64_t batch, TrainResult& result) {

@@ -112,6 +112,8 @@ TEST(DataParallelStep, StartsFollowTheirGradientsAndWaitsPrecedeTheUpdates) {
     if (scheduled) ts::schedule_updates_early(f);
     SCOPED_TRACE(scheduled ? "after schedule_updates_early" : "as built");
     // Bucket 0 holds b, bucket 1 holds w.
+    EXPECT_EQ(f.nodes[position(f, "all_reduce_0/start")].op, "trainstep.all_reduce_start");
+    EXPECT_EQ(f.nodes[position(f, "all_reduce_0/wait")].op, "trainstep.all_reduce_wait");
     EXPECT_EQ(position(f, "all_reduce_0/start"), position(f, "gb") + 1);
     EXPECT_EQ(position(f, "all_reduce_1/start"), position(f, "gw") + 1);
     const int last_backward = std::max(position(f, "gw"), position(f, "gb"));

@@ -148,3 +148,66 @@ def test_an_artifact_without_gradient_functions_is_refused(artifacts, small_data
     p = mpirun(2, "train", art, "--data", f"idx:{small_data}", "--distributed", "mpi", check=False)
     assert p.returncode != 0
     assert "data-parallel training needs grad_step and apply_step; export the artifact with --grads" in p.stderr, p.stderr
+
+
+def _rank_pids(launcher_pid):
+    """{rank: pid} of the trainstep processes mpirun `launcher_pid` started."""
+    pids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if ppid == launcher_pid and b"OMPI_COMM_WORLD_RANK" in env:
+            pids[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(d)
+    return pids
+
+
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
+def test_a_dead_or_hung_rank_ends_the_run_and_it_resumes(accum, small_data, tmp_path, fault):
+    """One of 2 ranks is killed (-9) or stopped mid-run. Killed: mpirun sees
+    it and ends the job, naming the rank. Stopped (a hang mpirun cannot
+    see): rank 0 fails after --collective-timeout, naming the collective,
+    the step and the rank that did not answer. Either way the job exits
+    non-zero within the timeout, and --resume auto then finishes the run."""
+    import signal
+    import time
+    ckpts = tmp_path / "ckpts"
+    args = ["train", accum[32], "--data", f"idx:{small_data}", *COMMON, "--epochs", 100,
+            "--distributed", "mpi", "--collective-timeout", 4, "--checkpoint-every", 20,
+            "--checkpoint-dir", ckpts]
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", BIN, *map(str, args)]
+    env = dict(os.environ, TRAINSTEP_PYTHON=sys.executable)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 120
+        while not (ckpts.exists() and os.listdir(ckpts)) and time.time() < deadline:
+            time.sleep(0.05)
+        pids = _rank_pids(p.pid)
+        assert set(pids) == {0, 1}, pids
+        t0 = time.time()
+        os.kill(pids[1], getattr(signal, fault))
+        out, err = p.communicate(timeout=60)
+        took = time.time() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode != 0, (out, err)
+    assert took < 4 + 10, took  # the timeout, plus MPI's teardown
+    if fault == "SIGKILL":
+        assert "process rank 1" in err and "signal 9" in err, err
+    else:
+        assert "step " in err and ": the stop agreement: no result within 4 s" in err or \
+               "all-reduce 'all_reduce_" in err, err
+        assert "rank 1 did not answer (this is rank 0 of 2)" in err, err
+    newest = sorted(os.listdir(ckpts))[-1]
+    epochs = int(_params(ckpts / newest)[1]["epoch"]) + 2
+    done = mpirun(2, *[a if a != 100 else epochs for a in args], "--resume", "auto")
+    assert f"resuming from {ckpts / newest}" in done.stderr, done.stderr
+    assert f"epoch {epochs}: lr" in done.stdout, done.stdout
