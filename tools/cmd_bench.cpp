@@ -54,6 +54,27 @@ void print_profile(const ts::Executor& ex, int steps, double total_s) {
   std::printf("outside compute kernels: %.1f%% of the step\n", 100 * outside / total_s);
 }
 
+// The all-reduce's share of a data-parallel step: its time on the MPI
+// thread, and the part the step waited for (the wait nodes); the rest was
+// hidden behind the backward.
+void print_all_reduce(const ts::Executor& ex, const ts::Collective& c, int steps) {
+  double waits = 0;
+  int buckets = 0;
+  size_t bytes = 0;
+  for (const auto& t : ex.profile())
+    if (t.node->def->comm == ts::CommRole::Wait) waits += t.seconds;
+  for (const auto& n : ex.function().nodes)
+    if (n.def->comm == ts::CommRole::Start) {
+      ++buckets;
+      bytes += ex.function().value_types[n.outputs[0]].nbytes();
+    }
+  const double reduce = c.reduce_seconds();
+  std::printf("\nall-reduce: %d bucket(s), %.2f MiB a step over %d ranks; %.3f ms/step reducing, "
+              "%.3f ms/step waited for: %.1f%% hidden behind the backward\n",
+              buckets, bytes / 1048576.0, c.size(), 1e3 * reduce / steps, 1e3 * waits / steps,
+              reduce > 0 ? 100 * std::max(0.0, 1 - waits / reduce) : 0.0);
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, Action& action) {
@@ -64,7 +85,9 @@ void add_bench(CLI::App& app, Action& action) {
   auto sopts = std::make_shared<ts::SessionOptions>();
   auto profile = std::make_shared<bool>(false);
   auto accumulate = std::make_shared<int>(0);
+  auto dist = std::make_shared<Distributed>();
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
+  add_distributed(cmd, *dist);
   cmd->add_option("--accumulate", *accumulate,
                   "time a step of N grad_steps + apply_grads instead (artifact with --grads)")
       ->check(at_least(1));
@@ -76,9 +99,13 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->callback([=, &action] {
     action = [=] {
       using clock = std::chrono::steady_clock;
+      ts::SessionOptions so = *sopts;
+      start_distributed(*dist, so);
       auto t0 = clock::now();
-      auto s = ts::Session::open(*path, *sopts);
-      note_if_unchecked(*path, s->artifact().tensors.checksummed);
+      auto s = ts::Session::open(*path, so);
+      // Data-parallel: every rank steps on the golden batch; rank 0 reports.
+      const bool lead = s->rank() == 0;
+      if (lead) note_if_unchecked(*path, s->artifact().tensors.checksummed);
       double compile_s = std::chrono::duration<double>(clock::now() - t0).count();
       const ts::Artifact& a = s->artifact();
       std::vector<ts::Tensor> xs;
@@ -95,10 +122,11 @@ void add_bench(CLI::App& app, Action& action) {
       };
       for (int i = 0; i < *warmup; ++i) step();
       s->set_profiling(*profile);
+      if (s->collective()) s->collective()->reset_reduce_seconds();
       size_t state_bytes = 0;
       for (const auto& n : s->state_names()) state_bytes += s->state(n).nbytes();
-      std::printf("%s\n", ts::memory_summary(s->train_executor().plan(), state_bytes).c_str());
-      std::printf("kernels: %s (this CPU: %s; TRAINSTEP_ISA forces a lower level)\n",
+      if (lead) std::printf("%s\n", ts::memory_summary(s->train_executor().plan(), state_bytes).c_str());
+      if (lead) std::printf("kernels: %s (this CPU: %s; TRAINSTEP_ISA forces a lower level)\n",
                   ts::cpu_isa_name(ts::cpu_isa()), ts::cpu_isa_name(ts::detected_cpu_isa()));
       std::vector<double> ms;
       ms.reserve(*steps);  // the timed loop allocates nothing
@@ -111,14 +139,18 @@ void add_bench(CLI::App& app, Action& action) {
         ms.push_back(1e3 * d);
       }
       std::sort(ms.begin(), ms.end());
+      if (!lead) return 0;
       auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * ms.size()))]; };
-      std::printf("%s: load+compile %.3f s, %d steps (batch %lld): min %.2f ms, p10 %.2f, "
+      std::printf("%s: load+compile %.3f s, %d steps (batch %lld%s): min %.2f ms, p10 %.2f, "
                   "median %.2f, p90 %.2f, max %.2f; %.1f samples/s\n",
-                  path->c_str(), compile_s, *steps, (long long)s->batch_size(), ms.front(),
-                  pct(0.1), pct(0.5), pct(0.9), ms.back(),
-                  s->batch_size() * 1e3 / pct(0.5));
+                  path->c_str(), compile_s, *steps, (long long)s->batch_size(),
+                  s->world_size() > 1 ? (" x " + std::to_string(s->world_size()) + " ranks").c_str() : "",
+                  ms.front(), pct(0.1), pct(0.5), pct(0.9), ms.back(),
+                  s->batch_size() * s->world_size() * 1e3 / pct(0.5));
       if (*profile) {
         print_profile(s->train_executor(), *steps, total);
+        if (s->world_size() > 1 && accum == 0)
+          print_all_reduce(s->train_executor(), *s->collective(), *steps);
         std::printf("%s", ts::memory_peak_report(s->train_executor().function(),
                                                  s->train_executor().plan()).c_str());
       }

@@ -50,57 +50,7 @@ void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
       ->check(CLI::IsMember({"stop", "skip", "off"}));
 }
 
-std::shared_ptr<ts::Collective>& distributed() {
-  static std::shared_ptr<ts::Collective> c;
-  return c;
-}
-
-void end_distributed(int code) {
-  auto& c = distributed();
-  if (c && code != 0 && c->size() > 1) c->abort(code);
-  c.reset();
-}
-
 namespace {
-
-// --distributed and its settings.
-struct Distributed {
-  std::string kind;  // "" or "mpi"
-  double timeout_s = 300, first_mb = 1, cap_mb = 25;
-  bool overlap = true;
-};
-
-void add_distributed(CLI::App* cmd, Distributed& d) {
-  cmd->add_option("--distributed", d.kind,
-                  "mpi: data-parallel over the ranks of mpirun/srun (the artifact needs --grads; "
-                  "its batch size is per rank)")
-      ->check(CLI::IsMember({"mpi"}));
-  cmd->add_option("--collective-timeout", d.timeout_s,
-                  "seconds a rank waits for the others in one collective before it fails, "
-                  "naming the ranks that did not answer (default 300)")
-      ->check(finite_at_least(0.001));
-  cmd->add_option("--first-bucket-mb", d.first_mb,
-                  "MiB of gradients in the first all-reduce bucket (default 1, as DDP)")
-      ->check(finite_at_least(0));
-  cmd->add_option("--bucket-cap-mb", d.cap_mb,
-                  "MiB of gradients per later all-reduce bucket (default 25, as DDP)")
-      ->check(finite_at_least(0));
-  cmd->add_flag_callback("--no-overlap", [&d] { d.overlap = false; },
-                         "reduce every bucket after the backward, not during it");
-}
-
-// Sets up the collective when --distributed is given: errors on any rank
-// now end every rank (end_distributed), and options go to the session.
-void start_distributed(const Distributed& d, ts::SessionOptions& o) {
-  if (d.kind.empty()) return;
-  ts::MpiOptions mo;
-  mo.timeout_s = d.timeout_s;
-  distributed() = ts::mpi_collective(mo);
-  o.collective = distributed();
-  o.buckets.first_bytes = static_cast<size_t>(d.first_mb * 1024 * 1024);
-  o.buckets.cap_bytes = static_cast<size_t>(d.cap_mb * 1024 * 1024);
-  o.buckets.overlap = d.overlap;
-}
 
 struct Common {
   std::string artifact, data = "fashion-mnist";

@@ -38,6 +38,18 @@ void add_check(CLI::App& app, Action& action);
 std::shared_ptr<ts::Collective>& distributed();
 void end_distributed(int code);
 
+// --distributed and its settings (tools/distributed.cpp).
+struct Distributed {
+  std::string kind;  // "" or "mpi"
+  double timeout_s = 300, first_mb = 1, cap_mb = 25;
+  bool overlap = true;
+};
+void add_distributed(CLI::App* cmd, Distributed& d);
+// Starts the collective when --distributed is given (errors on any rank
+// from here on end every rank: end_distributed) and sets the session's
+// collective and buckets.
+void start_distributed(const Distributed& d, ts::SessionOptions& o);
+
 // One line on stderr when `path` has no checksums (written before them).
 void note_if_unchecked(const std::string& path, bool checksummed);
 

@@ -1,0 +1,47 @@
+// The --distributed flags (train, bench) and the process's collective.
+#include "commands.h"
+
+namespace tscli {
+
+std::shared_ptr<ts::Collective>& distributed() {
+  static std::shared_ptr<ts::Collective> c;
+  return c;
+}
+
+void end_distributed(int code) {
+  auto& c = distributed();
+  if (c && code != 0 && c->size() > 1) c->abort(code);
+  c.reset();
+}
+
+void add_distributed(CLI::App* cmd, Distributed& d) {
+  cmd->add_option("--distributed", d.kind,
+                  "mpi: data-parallel over the ranks of mpirun/srun (the artifact needs --grads; "
+                  "its batch size is per rank)")
+      ->check(CLI::IsMember({"mpi"}));
+  cmd->add_option("--collective-timeout", d.timeout_s,
+                  "seconds a rank waits for the others in one collective before it fails, "
+                  "naming the ranks that did not answer (default 300)")
+      ->check(finite_at_least(0.001));
+  cmd->add_option("--first-bucket-mb", d.first_mb,
+                  "MiB of gradients in the first all-reduce bucket (default 1, as DDP)")
+      ->check(finite_at_least(0));
+  cmd->add_option("--bucket-cap-mb", d.cap_mb,
+                  "MiB of gradients per later all-reduce bucket (default 25, as DDP)")
+      ->check(finite_at_least(0));
+  cmd->add_flag_callback("--no-overlap", [&d] { d.overlap = false; },
+                         "reduce every bucket after the backward, not during it");
+}
+
+void start_distributed(const Distributed& d, ts::SessionOptions& o) {
+  if (d.kind.empty()) return;
+  ts::MpiOptions mo;
+  mo.timeout_s = d.timeout_s;
+  distributed() = ts::mpi_collective(mo);
+  o.collective = distributed();
+  o.buckets.first_bytes = static_cast<size_t>(d.first_mb * 1024 * 1024);
+  o.buckets.cap_bytes = static_cast<size_t>(d.cap_mb * 1024 * 1024);
+  o.buckets.overlap = d.overlap;
+}
+
+}  // namespace tscli
