@@ -335,7 +335,7 @@ class Run {
       bp.epoch = e + 1;
       bp.batch = b + 1;
       bp.batches = nb;
-      bp.batch_size = s_.batch_size();
+      bp.batch_size = s_.batch_size() * s_.world_size();  // samples a step, over all ranks
       bp.step = s_.step();
       bp.loss = loss_count_ ? loss_sum_ / loss_count_ : 0.0;
       bp.lr = s_.lr();

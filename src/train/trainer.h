@@ -15,6 +15,12 @@
 // with the same shuffled order at the same batch and is bit-identical to an
 // uninterrupted one (same thread count). resume = "auto" loads the newest
 // valid checkpoint of the folder or --save, skipping corrupt ones.
+//
+// Data-parallel (a session with a collective of several ranks; one train()
+// call per rank): each rank trains on a strided shard of each epoch's
+// shuffle, evaluates a shard and the sums are reduced, only rank 0 reports
+// to the observer and writes checkpoints, and the ranks agree on stops and
+// on the checkpoint --resume auto picks. docs/distributed.md.
 #pragma once
 #include <atomic>
 #include <map>
@@ -87,7 +93,7 @@ struct EpochReport {
 struct BatchProgress {
   int64_t epoch = 0;               // 1-based, as EpochReport's
   int64_t batch = 0, batches = 0;  // batches done in the epoch (a resume's included), of its total
-  int64_t batch_size = 0;
+  int64_t batch_size = 0;  // samples per batch over all ranks (data-parallel: x ranks)
   int64_t step = 0;        // the session's global step after the batch
   double loss = 0;         // the epoch's mean train loss so far (finite losses only)
   double lr = 0;           // the batch's LR

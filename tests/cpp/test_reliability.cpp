@@ -226,13 +226,21 @@ TEST(CheckpointMeta, ReadsAndRejectsMalformedMetadata) {
   EXPECT_EQ(r.lr_schedule_unit, "epoch");
   EXPECT_EQ(r.epoch_loss_sum, 1.25);
   EXPECT_EQ(r.accumulate, 1);  // absent (older checkpoints): 1
+  EXPECT_EQ(r.samples, -1);     // absent: not recorded (then batch x the batch size)
+  EXPECT_EQ(r.world_size, 1);
   // Written and read back, the schema is the identity.
   EXPECT_EQ(ts::checkpoint_metadata(c), ts::checkpoint_metadata(ts::parse_checkpoint_metadata(
                                             ts::checkpoint_metadata(c), "c")));
   {
     auto m2 = m;
     m2["accumulate"] = "4";
-    EXPECT_EQ(ts::parse_checkpoint_metadata(m2, "c").run->accumulate, 4);
+    m2["data_samples"] = "640";
+    m2["world_size"] = "2";
+    const ts::RunPosition r2 = *ts::parse_checkpoint_metadata(m2, "c").run;
+    EXPECT_EQ(r2.accumulate, 4);
+    EXPECT_EQ(r2.samples, 640);
+    EXPECT_EQ(r2.world_size, 2);
+    EXPECT_EQ(ts::checkpoint_metadata(ts::parse_checkpoint_metadata(m2, "c")).at("data_samples"), "640");
   }
   auto bad = [&](const char* k, const char* v) {
     auto m2 = m;
@@ -240,11 +248,15 @@ TEST(CheckpointMeta, ReadsAndRejectsMalformedMetadata) {
     return error_of([&] { ts::resume_position(ts::parse_checkpoint_metadata(m2, "c"), "c"); });
   };
   EXPECT_EQ(bad("epoch", "2x"), "c: checkpoint metadata has a malformed epoch, data_position, "
-                                "base_lr, epoch loss or accumulate");
+                                "base_lr, epoch loss, accumulate, data_samples or world_size");
   EXPECT_EQ(bad("accumulate", "2.5"), "c: checkpoint metadata has a malformed epoch, data_position, "
-                                      "base_lr, epoch loss or accumulate");
+                                      "base_lr, epoch loss, accumulate, data_samples or world_size");
   EXPECT_EQ(bad("accumulate", "0"), "c: checkpoint metadata has accumulate 0 (must be at least 1)");
   EXPECT_EQ(bad("data_position", "-1"), "c: checkpoint metadata has a negative epoch or data position");
+  EXPECT_EQ(bad("world_size", "0"), "c: checkpoint metadata has a bad data_samples or world_size");
+  EXPECT_EQ(bad("data_samples", "4"), "c: checkpoint metadata has a bad data_samples or world_size");
+  EXPECT_EQ(bad("data_samples", "x"), "c: checkpoint metadata has a malformed epoch, data_position, "
+                                      "base_lr, epoch loss, accumulate, data_samples or world_size");
   EXPECT_EQ(bad("base_lr", "inf"), "c: checkpoint metadata has a non-finite base_lr");
   EXPECT_EQ(bad("lr_schedule_unit", "week"), "c: checkpoint has a bad LR schedule unit 'week'");
   EXPECT_EQ(bad("lr_schedule", "step:x").rfind("c: checkpoint has a bad LR schedule: ", 0), 0u);
