@@ -1,4 +1,7 @@
 // The --distributed flags (train, bench) and the process's collective.
+#include <cstdio>
+#include <cstdlib>
+
 #include "commands.h"
 
 namespace tscli {
@@ -39,6 +42,15 @@ void start_distributed(const Distributed& d, ts::SessionOptions& o) {
   mo.timeout_s = d.timeout_s;
   distributed() = ts::mpi_collective(mo);
   o.collective = distributed();
+  // Rank and size are MPI's; a launcher variable that says otherwise is
+  // worth a line (e.g. mpirun inside an sbatch step: SLURM_PROCID is 0).
+  const int rank = distributed()->rank();
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* e = std::getenv(v);
+    if (e && *e && std::to_string(rank) != e)
+      std::fprintf(stderr, "trainstep: note: %s=%s, but MPI says this is rank %d of %d (MPI's "
+                   "rank is used)\n", v, e, rank, distributed()->size());
+  }
   o.buckets.first_bytes = static_cast<size_t>(d.first_mb * 1024 * 1024);
   o.buckets.cap_bytes = static_cast<size_t>(d.cap_mb * 1024 * 1024);
   o.buckets.overlap = d.overlap;

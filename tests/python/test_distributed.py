@@ -2,6 +2,7 @@
 with mpirun: N ranks x batch B against 1 rank x batch N*B, rank-keyed
 dropout, checkpoints that move between rank counts, and the errors."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,48 @@ def test_ranks_times_batch_match_one_big_batch(accum, small_data, tmp_path):
         alone = tmp_path / f"alone{batch}.ckpt"
         run("train", accum[batch], *data, "--save", alone)
         assert _max_diff(_params(alone)[0], ref) > 1e-3
+
+
+def _equivalent(big, small, ranks, data, tmp_path, accumulate=1, extra=()):
+    """Final parameters of 1 rank x `big` and of `ranks` ranks x `small`
+    (each accumulating `accumulate` batches), and the summation-order
+    tolerance: 8x what the same samples summed in another order on one
+    rank (`small` x ranks*accumulate accumulated) moves them."""
+    one, par, acc = (tmp_path / f"{n}.ckpt" for n in ("one", "par", "acc"))
+    out1 = run("train", big, *data, *extra, "--save", one).stdout
+    outn = mpirun(ranks, "train", small, *data, *extra, "--distributed", "mpi", "--accumulate",
+                  accumulate, "--save", par).stdout
+    run("train", small, *data, *extra, "--accumulate", ranks * accumulate, "--save", acc)
+    ref = _params(one)[0]
+    tol = 8 * max(_max_diff(_params(acc)[0], ref), 1e-7)
+    return ref, _params(par)[0], tol, out1, outn
+
+
+def test_accumulation_reduces_once_per_optimizer_step(accum, small_data, tmp_path):
+    """2 ranks x 2 micro-batches of 16 = one step on 64 samples."""
+    ref, got, tol, _, _ = _equivalent(accum[64], accum[16], 2, ["--data", f"idx:{small_data}",
+                                      *COMMON], tmp_path, accumulate=2)
+    assert _max_diff(got, ref) <= tol, (_max_diff(got, ref), tol)
+
+
+def test_clipping_sees_the_averaged_gradient(artifacts, small_data, tmp_path):
+    """Every step clips. Clipping each rank's gradient before averaging
+    would end far from 1 rank x 64; clipping the average matches it."""
+    small = artifacts("dp_clip", _spec("dp_clip.py"))
+    big = artifacts("dp_clip64", _spec("dp_clip64.py"))
+    ref, got, tol, _, _ = _equivalent(big, small, 2, ["--data", f"idx:{small_data}", *COMMON],
+                                      tmp_path)
+    assert _max_diff(got, ref) <= tol, (_max_diff(got, ref), tol)
+
+
+def test_sharded_evaluation_counts_every_test_sample_once(accum, small_data, tmp_path):
+    """300 test samples over 2 ranks (150 each, the last batch padded): the
+    reduced loss and accuracy are the 1-rank run's, whose parameters agree."""
+    _, _, _, out1, out2 = _equivalent(accum[64], accum[32], 2, ["--data", f"idx:{small_data}",
+                                      *COMMON], tmp_path)
+    pat = re.compile(r"test loss ([0-9.]+), test accuracy ([0-9.]+)%")
+    (l1, a1), (l2, a2) = pat.search(out1).groups(), pat.search(out2).groups()
+    assert a1 == a2 and abs(float(l1) - float(l2)) <= 1e-4, (out1, out2)
 
 
 def test_only_rank_0_prints_and_writes(accum, small_data, tmp_path):
