@@ -183,6 +183,12 @@ class Session {
   // Every rank takes rank `root`'s state, step, seed and LR (as DDP does at
   // construction), so the replicas start equal whatever each loaded.
   void broadcast_state(int root = 0);
+  // Throws ts::Error unless every rank holds the same parameters and
+  // optimizer state, bit for bit (a hash compared over the ranks; ts::train
+  // checks after every epoch). Buffers such as BatchNorm's running
+  // statistics are each rank's own and not compared. Replicas apply the same averaged update, so they never differ
+  // unless something is wrong.
+  void check_state_replicated() const;
 
   // Per-node timing of train_step (see Executor::set_profiling).
   void set_profiling(bool on);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "io/checksum.h"
 #include "io/safetensors.h"
 #include "passes/data_parallel.h"
 #include "passes/pipeline.h"
@@ -428,6 +429,21 @@ void Session::broadcast_state(int root) {
   step_ = ints[0];
   seed_ = ints[1];
   skipped_ = ints[2];
+}
+
+void Session::check_state_replicated() const {
+  Collective* c = collective();
+  if (!c || c->size() == 1) return;
+  // Buffers (BatchNorm's running statistics) are each rank's own.
+  Checksummer h;
+  for (const auto& s : program().state)
+    if (s.kind != "buffer") h.update(state_.at(s.name).view.data, state_.at(s.name).view.nbytes());
+  const int64_t v = static_cast<int64_t>(std::stoull(h.hex(), nullptr, 16) >> 1);
+  const int64_t hi = c->max(v, "the replica check"), lo = -c->max(-v, "the replica check");
+  if (hi != lo)
+    fail("step " + std::to_string(step_) + ": the ranks' states differ (rank " +
+         std::to_string(c->rank()) + " of " + std::to_string(c->size()) +
+         "): the replicas diverged");
 }
 
 void Session::reduce_grads() {

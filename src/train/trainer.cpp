@@ -275,8 +275,14 @@ class Run {
   TrainResult run() {
     TrainResult result;
     result.resumed_from = st_.from;
-    for (int64_t e = st_.at.epoch; e < p_.last_epoch; ++e)
-      if (epoch(e, result)) return result;
+    for (int64_t e = st_.at.epoch; e < p_.last_epoch; ++e) {
+      try {
+        if (epoch(e, result)) return result;
+      } catch (const CollectiveError& ex) {  // a rank died or hangs: say when
+        fail("epoch " + std::to_string(e + 1) + ", step " + std::to_string(s_.step()) + ": " +
+             ex.what());
+      }
+    }
     result.epochs_done = std::max(p_.last_epoch, st_.at.epoch);
     result.skipped_steps = s_.skipped_steps();
     return result;
@@ -321,9 +327,8 @@ class Run {
           loss = s_.grad_step({pf_.x().view}, pf_.y().view);
           if (step_done) s_.apply_grads();
         }
-      } catch (const CollectiveError& ex) {
-        fail("epoch " + std::to_string(e + 1) + ", step " + std::to_string(s_.step()) + ": " +
-             ex.what());
+      } catch (const CollectiveError&) {
+        throw;  // run() says where
       } catch (const Error& ex) {
         fail("epoch " + std::to_string(e + 1) + ", " + ex.what());
       }
@@ -356,6 +361,7 @@ class Run {
     rep.skipped = s_.skipped_steps();
     rep.step = s_.step();
     rep.test = evaluate(s_, test_);
+    s_.check_state_replicated();  // data-parallel: every rank's state is rank 0's
     loss_sum_ = 0;
     loss_count_ = 0;
     if (!o_.save.empty() && s_.rank() == 0) s_.save_checkpoint(o_.save, position(e + 1, 0));
@@ -397,13 +403,7 @@ class Run {
   bool stop_requested() {
     if (!o_.stop) return false;
     stop_signal_ = o_.stop->load();
-    if (s_.world_size() > 1) {
-      try {
-        stop_signal_ = s_.collective()->max(stop_signal_, "the stop agreement");
-      } catch (const CollectiveError& ex) {
-        fail("after step " + std::to_string(s_.step()) + ": " + ex.what());
-      }
-    }
+    if (s_.world_size() > 1) stop_signal_ = s_.collective()->max(stop_signal_, "the stop agreement");
     return stop_signal_ != 0;
   }
   bool stop(int64_t epochs_done, int64_t batch, TrainResult& result) {

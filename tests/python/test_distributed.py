@@ -246,9 +246,10 @@ def test_a_dead_or_hung_rank_ends_the_run_and_it_resumes(accum, small_data, tmp_
     if fault == "SIGKILL":
         assert "process rank 1" in err and "signal 9" in err, err
     else:
-        assert "step " in err and ": the stop agreement: no result within 4 s" in err or \
-               "all-reduce 'all_reduce_" in err, err
-        assert "rank 1 did not answer (this is rank 0 of 2)" in err, err
+        # Whichever collective rank 0 was in: a bucket's, or the loop's own.
+        assert re.search(r"trainstep: rank 0 of 2: epoch \d+, step \d+: .+: no result within 4 s "
+                         r"\(--collective-timeout\): rank 1 did not answer \(this is rank 0 of 2\)",
+                         err), err
     newest = sorted(os.listdir(ckpts))[-1]
     epochs = int(_params(ckpts / newest)[1]["epoch"]) + 2
     done = mpirun(2, *[a if a != 100 else epochs for a in args], "--resume", "auto")
