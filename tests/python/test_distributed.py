@@ -12,8 +12,21 @@ import torch
 
 from conftest import BIN, SPECS, run
 
-pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None,
-                                reason="no mpirun (scripts/install-deps.sh installs openmpi-bin)")
+
+
+def _built_without_mpi():
+    """A binary from cmake -DTRAINSTEP_WITH_MPI=OFF says so (and only it)."""
+    p = subprocess.run(["mpirun", "--allow-run-as-root", "-np", "1", BIN, "train", "/nonexistent",
+                        "--distributed", "mpi"], capture_output=True, text=True, timeout=60)
+    return "built without MPI" in p.stderr
+
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("mpirun") is None,
+                       reason="no mpirun (scripts/install-deps.sh installs openmpi-bin)"),
+    pytest.mark.skipif(shutil.which("mpirun") is not None and _built_without_mpi(),
+                       reason="built with -DTRAINSTEP_WITH_MPI=OFF"),
+]
 
 
 def _spec(name):
