@@ -112,11 +112,13 @@ class WaitKernel : public Kernel {
         dtype_(k.node.input(0).dtype), count_(static_cast<size_t>(k.node.input(0).numel())),
         n_out_(k.outputs.size()) {}
   void run(const Tensor* in, Tensor* out) override {
+    // One process (no collective, or a group of one): the bucket is the sum.
+    const bool many = coll_ && coll_->size() > 1;
     const int64_t req = *in[1].as<int64_t>();
-    if (req >= 0) coll_->wait(req);
-    if (req == kReduceInWait)
+    if (many && req >= 0) coll_->wait(req);
+    if (many && req == kReduceInWait)
       coll_->all_reduce_now(in[0].data, count_, dtype_, ReduceOp::Sum, what_.c_str());
-    const double ranks = coll_ ? coll_->size() : 1;
+    const double ranks = many ? coll_->size() : 1;
     if (dtype_ == DType::F64)
       unpack<double>(in[0].as<double>(), out, n_out_, 1.0 / ranks);
     else

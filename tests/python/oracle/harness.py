@@ -300,7 +300,26 @@ def _ref_pool_code(args, attrs):
     return y, (off + 128 * (~(y <= 0)).to(torch.int64)).to(torch.uint8)
 
 
+def _ref_all_reduce_start(args, attrs):
+    # One process: the bucket is the gradients flattened end to end, and
+    # there is no request (-1).
+    return torch.cat([a.flatten() for a in args]), torch.tensor(-1, dtype=torch.int64)
+
+
+def _ref_all_reduce_wait(args, attrs):
+    bucket, out, at = args[0], [], 0
+    for shape in attrs["shapes"]:
+        n = 1
+        for d in shape:
+            n *= d
+        out.append(bucket[at:at + n].reshape(shape))
+        at += n
+    return tuple(out)
+
+
 TRAINSTEP_REFS = {
+    "trainstep.all_reduce_start": _ref_all_reduce_start,
+    "trainstep.all_reduce_wait": _ref_all_reduce_wait,
     "trainstep.max_pool2d_code": _ref_pool_code,
     "trainstep.constant": _ref_constant,
     "trainstep.matmul": _ref_matmul,
