@@ -441,9 +441,9 @@ void Session::check_state_replicated() const {
   const int64_t v = static_cast<int64_t>(std::stoull(h.hex(), nullptr, 16) >> 1);
   const int64_t hi = c->max(v, "the replica check"), lo = -c->max(-v, "the replica check");
   if (hi != lo)
-    fail("step " + std::to_string(step_) + ": the ranks' states differ (rank " +
-         std::to_string(c->rank()) + " of " + std::to_string(c->size()) +
-         "): the replicas diverged");
+    fail("step " + std::to_string(step_) + ": the ranks' parameters or optimizer state differ: "
+         "the replicas diverged (ranks run with different options, or a reduction gave ranks "
+         "different bits)");
 }
 
 void Session::reduce_grads() {

@@ -279,3 +279,27 @@ def test_a_dead_or_hung_rank_ends_the_run_and_it_resumes(accum, small_data, tmp_
     done = mpirun(2, *[a if a != 100 else epochs for a in args], "--resume", "auto")
     assert f"resuming from {ckpts / newest}" in done.stderr, done.stderr
     assert f"epoch {epochs}: lr" in done.stdout, done.stdout
+
+
+def test_three_ranks_stay_replicated(accum, small_data, tmp_path):
+    """A rank count that is no power of two (MPI picks other reduction
+    algorithms): after every epoch the trainer compares a hash of every
+    rank's parameters and optimizer state, and fails the run on a
+    difference. 640 samples keep 213 per rank: 13 steps of 3 x 16 an epoch."""
+    ckpt = tmp_path / "three.ckpt"
+    mpirun(3, "train", accum[16], "--data", f"idx:{small_data}", *COMMON, "--epochs", 2,
+           "--distributed", "mpi", "--save", ckpt)
+    meta = _params(ckpt)[1]
+    assert (meta["step"], meta["world_size"]) == ("26", "3"), meta
+
+
+def test_replicas_that_diverge_fail_the_run(accum, small_data):
+    """Ranks run with different --lr (mpirun's MPMD form) update the same
+    averaged gradient differently: the epoch's replica check stops it."""
+    args = ["train", accum[32], "--data", f"idx:{small_data}", *COMMON, "--distributed", "mpi"]
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "1", BIN, *map(str, args),
+           "--lr", "0.05", ":", "-np", "1", BIN, *map(str, args), "--lr", "0.1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=mpi_env(), timeout=300)
+    assert p.returncode != 0
+    assert ("step 10: the ranks' parameters or optimizer state differ: the replicas diverged"
+            in p.stderr), p.stderr
