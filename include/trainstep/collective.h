@@ -61,6 +61,8 @@ class Collective {
   }
   double sum(double v, const char* what);
   int64_t max(int64_t v, const char* what);
+  // Whether every rank passed the same v.
+  bool same_everywhere(int64_t v, const char* what) { return max(v, what) == -max(-v, what); }
   std::string broadcast_string(const std::string& s, int root, const char* what);
 };
 

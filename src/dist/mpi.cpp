@@ -153,14 +153,14 @@ class MpiCollective final : public Collective {
            " collectives started and not finished");
     j.id = next_++;
     ring_[static_cast<size_t>(j.id) % kRing] = j;
-    what_[static_cast<size_t>(j.id) % kRing] = j.what;
     l.unlock();
     cv_.notify_all();
     return j.id;
   }
 
   std::string timeout_message(Request r) const {
-    const char* what = what_[static_cast<size_t>(r) % kRing];
+    // r is not done, so its ring slot has not been reused.
+    const char* what = ring_[static_cast<size_t>(r) % kRing].what;
     std::string missing;
     int n = 0;
     const auto quiet_since = clock_type::now() - 3 * heartbeat();
@@ -333,7 +333,6 @@ class MpiCollective final : public Collective {
   std::atomic<bool> broken_{false};
   std::string error_;  // an MPI call failed: every later call throws it
   Job ring_[kRing];
-  const char* what_[kRing] = {};
   Request next_ = 0, done_ = -1;
   int rank_ = 0, size_ = 1;
   std::vector<int64_t> arrived_;  // per rank: the last collective it started

@@ -410,8 +410,7 @@ void Session::check_replicas() const {
   for (const auto& s : program().state) key += "/" + s.name + ":" + s.type.str();
   const int64_t h = static_cast<int64_t>(std::hash<std::string>()(key) >> 1);
   Collective& c = *opts_.collective;
-  const int64_t hi = c.max(h, "the artifact check"), lo = -c.max(-h, "the artifact check");
-  if (hi != lo)
+  if (!c.same_everywhere(h, "the artifact check"))
     fail(artifact_->path + ": the ranks loaded different models, state layouts or batch sizes "
          "(rank " + std::to_string(c.rank()) + " of " + std::to_string(c.size()) + ")");
 }
@@ -439,8 +438,7 @@ void Session::check_state_replicated() const {
   for (const auto& s : program().state)
     if (s.kind != "buffer") h.update(state_.at(s.name).view.data, state_.at(s.name).view.nbytes());
   const int64_t v = static_cast<int64_t>(std::stoull(h.hex(), nullptr, 16) >> 1);
-  const int64_t hi = c->max(v, "the replica check"), lo = -c->max(-v, "the replica check");
-  if (hi != lo)
+  if (!c->same_everywhere(v, "the replica check"))
     fail("step " + std::to_string(step_) + ": the ranks' parameters or optimizer state differ: "
          "the replicas diverged (ranks run with different options, or a reduction gave ranks "
          "different bits)");
