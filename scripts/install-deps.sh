@@ -4,7 +4,8 @@
 # tests/python/test_package.py pip-installs the exporter with it;
 # libgraphviz-dev: `inspect --graph` lays graphs out with it; chromium:
 # tests/python/test_svg.py and scripts/render_svgs.sh render the SVGs headless;
-# libopenmpi-dev, openmpi-bin: `train --distributed mpi` and its tests.)
+# libopenmpi-dev, openmpi-bin: `train --distributed mpi` and its tests;
+# ccache: repeated builds, CI's three among them, reuse earlier compiles.)
 #   scripts/install-deps.sh        build and test
 #   scripts/install-deps.sh fuzz   also clang-14 and libFuzzer (`make fuzz`)
 #   scripts/install-deps.sh peers  also python3-dev (bench/peers: torch.compile's kernels)
@@ -12,7 +13,7 @@ set -euo pipefail
 PKGS=(cmake g++ make pkg-config python3 python3-torch python3-numpy python3-pytest
       libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3-venv python3-pip zlib1g-dev
       libxxhash-dev python3-xxhash libgraphviz-dev chromium
-      dataset-fashion-mnist fortunes libopenblas0-openmp libopenmpi-dev openmpi-bin)
+      dataset-fashion-mnist fortunes libopenblas0-openmp libopenmpi-dev openmpi-bin ccache)
 # clang's OpenMP (libomp) is what CMake finds for clang++.
 [ "${1:-}" = fuzz ] && PKGS+=(clang-14 libclang-rt-14-dev libomp-14-dev)
 # torch.compile (inductor) builds C++ kernels that include Python.h.
