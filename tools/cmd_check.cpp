@@ -9,7 +9,7 @@
 #include "runtime/artifact.h"
 #include "runtime/formats.h"
 #include "runtime/memory_plan.h"
-#include "train/trainer.h"
+#include "trainstep/train.h"
 #include "trainstep/error.h"
 
 namespace tscli {

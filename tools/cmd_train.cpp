@@ -8,13 +8,13 @@
 #include "progress.h"
 #include "exit_codes.h"
 #include "trainstep/error.h"
-#include "data/dataset.h"
+#include "trainstep/dataset.h"
 #include "io/checksum.h"
 #include "runtime/artifact.h"
 #include "ir/program.h"
 #include "train/metrics_log.h"
 #include "train/stop_signals.h"
-#include "train/trainer.h"
+#include "trainstep/train.h"
 
 namespace tscli {
 

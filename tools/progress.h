@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "train/trainer.h"
+#include "trainstep/train.h"
 
 namespace tscli {
 

@@ -7,35 +7,12 @@
 // (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz); Debian's
 // dataset-fashion-mnist puts them in /usr/share/datasets/fashion-mnist.
 #include <trainstep/session.h>
-#include <zlib.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-namespace {
-
-// The payload of an IDX file (gzipped or not): big-endian dims, then bytes.
-std::vector<unsigned char> read_idx(const std::string& path, int rank) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw ts::Error(path + ": cannot open");
-  unsigned char head[4 + 4 * 3];
-  const int head_bytes = 4 + 4 * rank;
-  if (gzread(f, head, head_bytes) != head_bytes || head[2] != 0x08 || head[3] != rank)
-    throw ts::Error(path + ": not an IDX file of unsigned bytes, rank " + std::to_string(rank));
-  size_t n = 1;
-  for (int d = 0; d < rank; ++d) {
-    const unsigned char* b = head + 4 + 4 * d;
-    n *= (size_t(b[0]) << 24) | (size_t(b[1]) << 16) | (size_t(b[2]) << 8) | b[3];
-  }
-  std::vector<unsigned char> data(n);
-  const bool ok = gzread(f, data.data(), unsigned(n)) == int(n);
-  gzclose(f);
-  if (!ok) throw ts::Error(path + ": truncated");
-  return data;
-}
-
-}  // namespace
+#include "idx_file.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -48,8 +25,8 @@ int main(int argc, char** argv) {
     auto session = ts::Session::open(argv[1], opts);
     const int steps = argc > 3 ? std::stoi(argv[3]) : 20;
     const std::string dir = argv[2];
-    const auto images = read_idx(dir + "/train-images-idx3-ubyte.gz", 3);
-    const auto labels = read_idx(dir + "/train-labels-idx1-ubyte.gz", 1);
+    const auto images = example::read_idx(dir + "/train-images-idx3-ubyte.gz", 3);
+    const auto labels = example::read_idx(dir + "/train-labels-idx1-ubyte.gz", 1);
 
     // Caller-owned batch buffers, shaped as the artifact's example batch.
     const std::vector<ts::TensorType> in = session->input_types();

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/dataset.h"
+#include "trainstep/dataset.h"
 #include "trainstep/tensor.h"
 
 namespace ts {

@@ -1,4 +1,4 @@
-#include "data/dataset.h"
+#include "trainstep/dataset.h"
 
 #include <cmath>
 #include <optional>

@@ -24,7 +24,7 @@
 #include <string>
 
 #include "train/event_file.h"
-#include "train/trainer.h"
+#include "trainstep/train.h"
 
 namespace ts {
 

@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "trainstep/train.h"
 
 #include <unistd.h>
 
@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "ir/program.h"
 #include "train/checkpoints.h"
+#include "train/lr_schedule.h"
 
 namespace ts {
 

@@ -17,7 +17,7 @@
 #include "tiny_artifact.h"
 #include "train/checkpoints.h"
 #include "train/stop_signals.h"
-#include "train/trainer.h"
+#include "trainstep/train.h"
 #include "trainstep/error.h"
 #include "trainstep/session.h"
 

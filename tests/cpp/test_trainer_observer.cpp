@@ -7,7 +7,7 @@
 
 #include "test_util.h"
 #include "tiny_artifact.h"
-#include "train/trainer.h"
+#include "trainstep/train.h"
 
 namespace {
 

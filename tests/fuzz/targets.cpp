@@ -20,7 +20,7 @@
 #include "passes/pipeline.h"
 #include "runtime/executor.h"
 #include "runtime/memory_plan.h"
-#include "train/trainer.h"
+#include "trainstep/train.h"
 #include "trainstep/error.h"
 #include "trainstep/session.h"
 

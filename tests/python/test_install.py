@@ -1,11 +1,15 @@
 """The installed package: `cmake --install` into a fresh prefix, then
-examples/cpp (a program of its own, public headers only) built against it
-twice, through find_package(trainstep) (shared library) and through
-pkg-config (static library), and trained 20 steps on Fashion-MNIST.
+examples/cpp (programs of their own, public headers only) built against it.
+train_mnist is built twice, through find_package(trainstep) (shared
+library) and through pkg-config (static library), and trained 20 steps on
+Fashion-MNIST; train_epochs runs ts::train on a Dataset class of its own.
 
-Oracles: both builds give bit-identical losses (same code, one thread);
-the checkpoint the example writes loads in `trainstep eval`, and its test
-loss is below the initial state's."""
+Oracles: both train_mnist builds give bit-identical losses (same code, one
+thread); the checkpoint it writes loads in `trainstep eval`, and its test
+loss is below the initial state's. train_epochs' epoch report is the one
+`trainstep train` logs for the same run (the same loop on the built-in
+dataset), to the last bit, and so is its checkpoint's evaluation."""
+import json
 import os
 import re
 import shutil
@@ -53,16 +57,23 @@ def losses(out):
     return got
 
 
-def test_installed_package_trains_from_a_program_of_its_own(prefix, mnist_adadelta, tmp_path):
+@pytest.fixture(scope="module")
+def examples(prefix, tmp_path_factory):
+    """examples/cpp built against the installed package through find_package."""
+    cm = tmp_path_factory.mktemp("cmake-build")
+    sh("cmake", "-S", EXAMPLE, "-B", cm, f"-DCMAKE_PREFIX_PATH={prefix}")
+    sh("cmake", "--build", cm)
+    return cm
+
+
+def test_installed_package_trains_from_a_program_of_its_own(prefix, examples, mnist_adadelta,
+                                                            tmp_path):
     # Only the package's own files: headers, libraries, CMake config, pkg-config.
     assert sorted(os.listdir(prefix / "include" / "trainstep"))
     assert os.path.exists(prefix / "lib" / "cmake" / "trainstep" / "trainstepConfig.cmake")
     assert os.access(prefix / "bin" / "trainstep", os.X_OK)
 
-    cm = tmp_path / "cmake-build"
-    sh("cmake", "-S", EXAMPLE, "-B", cm, f"-DCMAKE_PREFIX_PATH={prefix}")
-    sh("cmake", "--build", cm)
-    exe = cm / "train_mnist"
+    exe = examples / "train_mnist"
     assert str(prefix) in sh("ldd", exe)  # the installed libtrainstep.so, not the build's
 
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
@@ -82,6 +93,39 @@ def test_installed_package_trains_from_a_program_of_its_own(prefix, mnist_adadel
         out = run("eval", mnist_adadelta, "--data", "fashion-mnist", "--threads", "1", *extra).stdout
         return float(re.search(r"loss ([0-9.]+)", out).group(1))
     assert test_loss("--checkpoint", ckpt) < test_loss()
+
+
+def test_public_epoch_loop_on_a_dataset_of_its_own_matches_the_cli(examples, mnist_adadelta,
+                                                                     tmp_path):
+    save = tmp_path / "epochs.ckpt"
+    out = sh(examples / "train_epochs", mnist_adadelta, FASHION, 1, 40, save)
+    m = re.search(r"^epoch 1 train_loss (\S+) test_loss (\S+) test_accuracy (\S+)$", out, re.M)
+    assert m, out
+    assert "trained 1 epochs to step 40" in out
+
+    logs = tmp_path / "logs"
+    cli = tmp_path / "cli.ckpt"
+    run("train", mnist_adadelta, "--data", "fashion-mnist", "--epochs", 1, "--max-batches", 40,
+        "--threads", 1, "--log-dir", logs, "--save", cli)
+    epochs = [r for r in map(json.loads, open(logs / "metrics.jsonl")) if r["event"] == "epoch"]
+    assert len(epochs) == 1, epochs
+    want = epochs[0]
+    assert [float(v) for v in m.groups()] == [want["train_loss"], want["test_loss"],
+                                               want["test_accuracy"]]
+
+    def evaluated(ckpt):
+        return run("eval", mnist_adadelta, "--data", "fashion-mnist", "--threads", "1",
+                   "--checkpoint", ckpt).stdout
+    assert evaluated(save) == evaluated(cli)
+
+
+def test_each_installed_header_compiles_alone(prefix):
+    # Public headers may include only each other and the standard library:
+    # with the prefix as the only include path, an internal one cannot resolve.
+    headers = sorted((prefix / "include" / "trainstep").glob("*.h"))
+    assert {h.name for h in headers} >= {"session.h", "train.h", "dataset.h", "collective.h"}
+    for h in headers:
+        sh("g++", "-std=c++17", "-fsyntax-only", "-I", prefix / "include", "-x", "c++", h)
 
 
 def test_version_is_the_package_version(prefix):

@@ -1,6 +1,8 @@
-// The epoch loop: shuffled batches through Session::train_step, evaluation on
-// the test split, LR schedule per epoch, checkpoints. Used by `trainstep
-// train` and usable from C++ directly.
+// The epoch loop, public: shuffled batches through Session::train_step,
+// evaluation on the test split, an LR schedule, checkpoints and resume. It is
+// what `trainstep train` runs; a program of its own calls train() with any
+// Dataset (trainstep/dataset.h: a built-in one by spec, or its own class)
+// and a TrainObserver for progress (examples/cpp/train_epochs.cpp).
 //
 // Partial batches: the artifact's batch size is fixed, so training drops the
 // last partial batch of each epoch (the shuffle changes which samples that
@@ -8,8 +10,8 @@
 // sample counts.
 //
 // Crash safety: with checkpoint_every, a checkpoint is written atomically
-// every N global steps into the checkpoint folder (train/checkpoints.h),
-// keeping the newest `keep`. A checkpoint holds the state, the step (RNG
+// every N global steps into the checkpoint folder as
+// `step-<global step, 10 digits>.ckpt`, keeping the newest `keep`. A checkpoint holds the state, the step (RNG
 // offset), the seed, the LR schedule and the data position (epochs done,
 // batches done in the current epoch), so a run resumed from it continues
 // with the same shuffled order at the same batch and is bit-identical to an
@@ -27,8 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
-#include "train/lr_schedule.h"
+#include "trainstep/dataset.h"
 #include "trainstep/session.h"
 
 namespace ts {
@@ -39,7 +40,7 @@ struct TrainOptions {
   // so re-running the same command after a crash finishes the same run.
   int64_t epochs = 1;
   double lr = -1;                 // base LR; < 0: the artifact's (or checkpoint's)
-  std::string lr_schedule;        // see LrSchedule; empty: checkpoint's or constant
+  std::string lr_schedule;        // a spec of README "LR schedules"; empty: checkpoint's or constant
   // "epoch": step the schedule once per epoch (index = epoch); "step": once
   // per training step (index = the session's global step). Empty: the
   // checkpoint's, else "epoch".
@@ -53,7 +54,9 @@ struct TrainOptions {
   std::string save;               // checkpoint after every epoch
   std::string resume;             // checkpoint to start from, or "auto"
   int64_t checkpoint_every = 0;   // > 0: a checkpoint every N global steps
-  std::string checkpoint_dir;     // empty: default_checkpoint_dir(save) if save is set
+  // Empty: next to `save`, named after it (out/m.ckpt -> out/m.checkpoints/),
+  // if save is set.
+  std::string checkpoint_dir;
   int keep = 3;                   // periodic checkpoints kept
   // Polled after every step: when non-zero (a signal number), the loop
   // writes a checkpoint and returns with TrainResult::stopped_by set.
@@ -112,8 +115,8 @@ enum class Note {
 };
 
 // The library never prints: train() reports through this and the caller
-// shows or logs it (tools/progress.h draws it; train/metrics_log.h writes
-// it to files). Every method defaults to nothing. Calls come from the
+// shows or logs it (the CLI draws a progress bar from it and writes
+// --log-dir files). Every method defaults to nothing. Calls come from the
 // training thread, between steps; a throw ends the run with that error.
 struct TrainObserver {
   virtual ~TrainObserver() = default;

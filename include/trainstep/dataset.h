@@ -1,8 +1,8 @@
-// A dataset as the train loop sees it: `size()` samples, each one row of the
-// model input and one row of the target. The Batcher picks which samples go
-// into a batch; the dataset only writes one sample into one row. New data
-// sources (images, tables, text) implement this and register a spec string
-// in open_dataset, so the train loop and the CLI never change for them.
+// A dataset as the train loop (trainstep/train.h) sees it: `size()` samples,
+// each one row of the model input and one row of the target. The loop picks
+// which samples go into a batch; the dataset only writes one sample into one
+// row. A program's own data source implements this class; the built-in ones
+// open by spec string (open_dataset), which is also how the CLI names them.
 #pragma once
 #include <cstdint>
 #include <memory>
