@@ -16,7 +16,7 @@ import torch
 
 from . import capture_errors
 from . import optim as ts_optim
-from . import batch, patches, provenance, pytree, rng, rnn, views
+from . import batch, caches, patches, provenance, pytree, rng, rnn, views
 from .signature import StepInputs, StepOutputs, tensor_meta
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
@@ -60,6 +60,9 @@ class StepParts:
     def __init__(self, spec):
         self.spec = spec
         self.model = spec.model
+        # Tensors forward caches in plain attributes are recomputed by every
+        # step, not captured as constants (caches.py).
+        self.caches = caches.CacheWatch(self.model)
         # The batch's tensor leaves (pytree.Example): model inputs and the
         # target may be dicts, tuples, dataclasses of tensors.
         self.example = batch.example(spec)

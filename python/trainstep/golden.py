@@ -113,6 +113,7 @@ def _run(parts, batches, seed, grads, noise=None, gen=None):
             for n, t in _state(parts, model, opt, step0 + 1).items():
                 obs[f"after0/{n}"] = t
                 obs[f"delta/{n}"] = t.double() - init[n].double()
+    parts.caches.check_eager(model)
     for n, t in _state(parts, model, opt, step0 + len(batches)).items():
         obs[f"state/{n}"] = t
 

@@ -23,6 +23,9 @@ Patterns covered (issue 13's table):
                       slices of a tensor made in forward
   seq_first_gru       a batch_first=False GRU: (seq, batch, feature) input, the
                       batch on dim 1 inferred from the example batch
+  cached_mask         word_language_model's TransformerModel caching its mask in
+                      a plain attribute (None at first) and a hasattr cache;
+                      state carried across batches is refused
   seq_first_lm        word_language_model's kind of sequence-first transformer
                       LM, batch_dims=1 declared (trains from text in
                       test_seq_models.py)
@@ -66,7 +69,8 @@ def _eval_outputs(path):
                                   "activations", "upsampling", "pads", "style_transfer",
                                   "frozen_adagrad", "rnn_last_step",
                                   "stochastic_depth", "window_mask",
-                                  "seq_first_gru", "conv_variants", "scatter_grid"])
+                                  "seq_first_gru", "conv_variants", "scatter_grid",
+                                  "cached_mask"])
 def test_verifies(tmp_path, name):
     _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
 
@@ -106,6 +110,21 @@ def test_structured_inputs(tmp_path):
     assert p.returncode != 0
     assert ("train_step takes 3 model input tensors (input0/ids, input0/mask, input1/0), "
             "and the datasets feed one") in p.stderr, p.stderr
+
+
+def test_state_carried_across_batches_in_an_attribute_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARRY", "1")
+    spec = os.path.join(REAL, "cached_mask.py")
+    p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
+    assert p.returncode != 0
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    with open(spec) as f:
+        line = next(i for i, t in enumerate(f, 1) if "self.memory = x.detach()" in t)
+    assert err.startswith(f"trainstep export: {spec}:{line}: "), err
+    assert "the plain attribute 'memory' and it changes from one batch to the next" in err
+    assert "self.register_buffer('memory', ...)" in err
+    assert not (tmp_path / "x.tstep").exists()
 
 
 def test_structured_target_with_two_tensors_is_refused(tmp_path, monkeypatch):
