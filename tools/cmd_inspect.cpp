@@ -55,7 +55,8 @@ void add_inspect(CLI::App& app, Action& action) {
   auto fn = std::make_shared<std::string>("train_step");
   cmd->add_option("--graph", *graph,
                   "draw the function (--function) after the compiler's passes, as the executor "
-                  "runs it, as SVG: one box per node (op, output types), fused nodes coloured")
+                  "runs it, as SVG: one box per node (op, output types), fused nodes coloured, a "
+                  "fused elementwise group a cluster of its member ops")
       ->type_name("FILE");
   cmd->add_option("--memory", *memory,
                   "draw the function's memory plan as SVG: one box per arena buffer, x = node "

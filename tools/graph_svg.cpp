@@ -3,8 +3,11 @@
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
 
+#include <cstdio>
 #include <memory>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "svg.h"
 #include "trainstep/error.h"
@@ -16,7 +19,7 @@ namespace {
 struct Kind {
   const char* colour;
   const char* legend;
-  const char* css;  // extra class on the node's <g>
+  const char* css;  // extra class on the node's (or cluster's) <g>
 };
 
 Kind kind(Fusion k) {
@@ -48,31 +51,67 @@ std::string label_text(const std::string& s) {
   return out;
 }
 
-std::string node_label(const ts::Function& f, const ts::Node& n) {
-  std::string s = label_text(n.op);
-  if (n.op == "trainstep.fused_elementwise" && n.attrs.contains("members")) {
-    int i = 0;
-    std::string line;
-    for (const auto& m : n.attrs["members"]) {
-      if (i && i % 5 == 0) {
-        s += "\\n" + label_text(line);
-        line.clear();
-      }
-      line += (line.empty() ? "" : " · ") + short_op(m.value("op", "?"));
-      ++i;
-    }
-    if (!line.empty()) s += "\\n" + label_text(line);
-  }
+std::string types_label(const ts::Function& f, const std::vector<int>& values) {
+  std::string s;
   int shown = 0;
-  for (int v : n.outputs) {
+  for (int v : values) {
     if (shown == 3) {
-      s += "\\n+" + std::to_string(n.outputs.size() - 3) + " more";
+      s += "\\n+" + std::to_string(values.size() - 3) + " more";
       break;
     }
     s += "\\n" + (v < 0 ? std::string("_") : label_text(f.value_types[v].str()));
     ++shown;
   }
   return s;
+}
+
+// A member of a fused group as passes/fuse_elementwise writes it (the format
+// is ops/fused_elementwise.cpp's): its args are the node's inputs or earlier
+// members, so the group's data flow can be drawn edge by edge.
+struct Member {
+  std::string name, op, label;
+  std::vector<std::pair<bool, int>> args;  // {true, k}: node input k; {false, j}: member j
+  std::vector<int> values;                 // the node's outputs it computes
+  bool constant = false;                   // an immediate, folded in by the pass
+};
+
+std::vector<Member> members_of(const ts::Node& n) {
+  std::vector<Member> ms;
+  try {
+    for (const ts::json& m : n.attrs.at("members")) {
+      Member x;
+      x.op = m.at("op").get<std::string>();
+      x.name = m.value("name", std::to_string(ms.size()));
+      x.label = label_text(short_op(x.op));
+      // An immediate constant reads better as its value.
+      if (x.op == "trainstep.constant" && m.at("args").empty() && m.contains("attrs") &&
+          m["attrs"].contains("value")) {
+        const ts::json& v = m["attrs"]["value"];
+        char buf[32];
+        if (v.is_number()) std::snprintf(buf, sizeof buf, "%g", v.get<double>());
+        x.label = v.is_number() ? buf : label_text(v.dump());
+        x.constant = true;
+      }
+      for (const ts::json& a : m.at("args")) {
+        const bool in = a.at(0).get<std::string>() == "in";
+        const int i = a.at(1).get<int>();
+        if (i < 0 || i >= static_cast<int>(in ? n.inputs.size() : ms.size()))
+          ts::fail("graph: " + n.name + "/" + x.name + ": bad member arg " + a.dump());
+        x.args.push_back({in, i});
+      }
+      ms.push_back(std::move(x));
+    }
+    const ts::json& outs = n.attrs.at("outputs");
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const int j = outs[k].get<int>();
+      if (j < 0 || j >= static_cast<int>(ms.size()) || k >= n.outputs.size())
+        ts::fail("graph: " + n.name + ": bad output member " + std::to_string(j));
+      ms[j].values.push_back(n.outputs[k]);
+    }
+  } catch (const ts::json::exception& e) {
+    ts::fail("graph: " + n.name + ": malformed members/outputs attribute: " + e.what());
+  }
+  return ms;
 }
 
 void set(void* obj, const char* key, const std::string& value) {
@@ -141,25 +180,74 @@ std::string graph_svg(const ts::Function& f) {
   agsafeset(g, const_cast<char*>("label"), legend, const_cast<char*>(""));
   agstrfree(g, legend);
 
-  std::vector<Agnode_t*> gv_nodes;
-  std::vector<int> producer(f.value_names.size(), -1);
+  // A plain node is one box; a fused group is a cluster of its members.
+  struct Drawn {
+    Agnode_t* box = nullptr;
+    std::vector<Member> ms;
+    std::vector<Agnode_t*> mv;
+  };
+  std::vector<Drawn> drawn(f.nodes.size());
+  std::vector<Agnode_t*> producer(f.value_names.size(), nullptr);
+  auto add_node = [&](Agraph_t* sub, const std::string& name) {
+    if (agnode(g, const_cast<char*>(name.c_str()), 0))
+      ts::fail("graph: two nodes named " + name);
+    return agnode(sub, const_cast<char*>(name.c_str()), 1);
+  };
   for (size_t i = 0; i < f.nodes.size(); ++i) {
     const ts::Node& n = f.nodes[i];
-    Agnode_t* v = agnode(g, const_cast<char*>(n.name.c_str()), 1);
-    set(v, "label", node_label(f, n));
     const Kind k = kind(fusion_of(n));
-    set(v, "fillcolor", k.colour);
-    set(v, "class", k.css);
-    set(v, "tooltip", n.source.empty() ? n.name + ": " + n.op : n.name + ": " + n.source);
-    gv_nodes.push_back(v);
+    Drawn& d = drawn[i];
+    if (fusion_of(n) == Fusion::Elementwise) {
+      d.ms = members_of(n);
+      Agraph_t* c = agsubg(g, const_cast<char*>(("cluster_" + n.name).c_str()), 1);
+      set(c, "label", "fused elementwise: " + std::to_string(d.ms.size()) + " ops");
+      set(c, "style", "filled,rounded");
+      set(c, "fillcolor", k.colour);
+      set(c, "color", "#d9a066");
+      set(c, "fontsize", "10");
+      set(c, "class", k.css);  // with Graphviz's own: class="cluster fused-elementwise"
+      for (const Member& m : d.ms) {
+        // Named as the fused op names a member in its errors.
+        Agnode_t* v = add_node(c, n.name + "/" + m.name);
+        set(v, "label", m.label + types_label(f, m.values));
+        set(v, "class", "fused-member");
+        set(v, "fillcolor", "#fff7ec");
+        set(v, "fontsize", "9");
+        set(v, "tooltip", n.name + "/" + m.name + ": " + m.op);
+        if (m.constant) set(v, "shape", "ellipse");
+        d.mv.push_back(v);
+        for (int o : m.values)
+          if (o >= 0) producer[o] = v;
+      }
+      continue;
+    }
+    d.box = add_node(g, n.name);
+    set(d.box, "label", label_text(n.op) + types_label(f, n.outputs));
+    set(d.box, "fillcolor", k.colour);
+    set(d.box, "class", k.css);
+    set(d.box, "tooltip", n.source.empty() ? n.name + ": " + n.op : n.name + ": " + n.source);
     for (int o : n.outputs)
-      if (o >= 0) producer[o] = static_cast<int>(i);
+      if (o >= 0) producer[o] = d.box;
   }
+  // One edge per producer and reader, however many values flow between them;
+  // created in node order so the layout does not depend on addresses.
+  std::set<std::pair<Agnode_t*, Agnode_t*>> linked;
+  auto link = [&](Agnode_t* from, Agnode_t* to) {
+    if (from && linked.insert({from, to}).second) agedge(g, from, to, nullptr, 1);
+  };
   for (size_t i = 0; i < f.nodes.size(); ++i) {
-    std::set<int> from;  // one edge per producer, however many of its values are read
-    for (int u : f.nodes[i].inputs)
-      if (u >= 0 && producer[u] >= 0) from.insert(producer[u]);
-    for (int p : from) agedge(g, gv_nodes[p], gv_nodes[i], nullptr, 1);
+    const ts::Node& n = f.nodes[i];
+    const Drawn& d = drawn[i];
+    if (d.box) {
+      for (int u : n.inputs)
+        if (u >= 0) link(producer[u], d.box);
+      continue;
+    }
+    for (size_t j = 0; j < d.ms.size(); ++j)
+      for (const auto& [in, a] : d.ms[j].args) {
+        const int u = in ? n.inputs[a] : -1;  // an input's producer is outside the group
+        link(in ? (u >= 0 ? producer[u] : nullptr) : d.mv[a], d.mv[j]);
+      }
   }
 
   if (gvLayout(gvc.get(), g, "dot") != 0)

@@ -4,6 +4,7 @@
 and holds what it draws, counted against what other commands print; then
 headless Chromium renders each to a PNG of the window's size that is not
 blank. Bad metrics logs are one line naming the file and line."""
+import json
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ import struct
 import subprocess
 import xml.etree.ElementTree as ET
 import zlib
-from collections import Counter
+from collections import Counter, namedtuple
 
 import pytest
 
@@ -45,14 +46,19 @@ def _classes(el):
     return el.get("class", "").split()
 
 
+IrNode = namedtuple("IrNode", "op outs ins attrs")
+
+
 def _ir_nodes(art):
-    """(op, [output names]) of each node of train_step after the passes, from `inspect --ir`."""
+    """Each node of train_step after the passes, from `inspect --ir`: its op,
+    output and input value names ("_" / "None" where absent) and attrs."""
     text = run("inspect", art, "--ir", "train_step").stdout
     nodes = []
     for line in text.splitlines():
-        m = re.match(r"\s+(.+?) = ([\w.]+)\(", line)
+        m = re.match(r"\s+(.+?) = ([\w.]+)\(([^)]*)\)(?: (\{.*\}))?$", line)
         if m:
-            nodes.append((m.group(2), re.findall(r"%([^\s,(){}\[\]:=]+)", m.group(1))))
+            outs, ins = ([v.lstrip("%") for v in g.split(", ") if v] for g in m.group(1, 3))
+            nodes.append(IrNode(m.group(2), outs, ins, json.loads(m.group(4) or "{}")))
     assert nodes, text
     return nodes
 
@@ -106,27 +112,93 @@ def test_bad_metrics_log_is_one_line_naming_file_and_line(tmp_path, content, whe
 
 # --- inspect --graph ----------------------------------------------------------
 
-def test_graph_has_one_node_per_optimised_node(mnist_adadelta, tmp_path):
+FUSED = "trainstep.fused_elementwise"
+XLINK = "{http://www.w3.org/1999/xlink}"
+
+
+def _ir_edges(ir):
+    """The edges the graph should have, from the IR text alone: between nodes,
+    or members ("m", node, j) of fused nodes, one per producer and reader."""
+    producer, edges = {}, set()
+    for i, n in enumerate(ir):
+        if n.op != FUSED:
+            edges |= {(producer[v], ("n", i)) for v in n.ins if v in producer}
+            producer.update((v, ("n", i)) for v in n.outs)
+            continue
+        for j, m in enumerate(n.attrs["members"]):
+            for kind, a in m["args"]:
+                tail = ("m", i, a) if kind == "m" else producer.get(n.ins[a])
+                if tail:
+                    edges.add((tail, ("m", i, j)))
+        producer.update((v, ("m", i, j)) for v, j in zip(n.outs, n.attrs["outputs"]))
+    return edges
+
+
+def _bbox(el):
+    """(x0, y0, x1, y1) of the first shape under `el` (Graphviz path, polygon or ellipse)."""
+    for s in el.iter():
+        if s.tag == NS + "ellipse":
+            cx, cy, rx, ry = (float(s.get(k)) for k in ("cx", "cy", "rx", "ry"))
+            return cx - rx, cy - ry, cx + rx, cy + ry
+        if s.tag in (NS + "path", NS + "polygon"):
+            v = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", s.get("d") or s.get("points"))]
+            return min(v[0::2]), min(v[1::2]), max(v[0::2]), max(v[1::2])
+    raise AssertionError(f"no shape in {el.get('id')}")
+
+
+def _inside(a, b):
+    return b[0] <= a[0] and b[1] <= a[1] and a[2] <= b[2] and a[3] <= b[3]
+
+
+def test_graph_draws_each_fused_group_as_a_cluster_of_its_members(mnist_adadelta, tmp_path):
     out = tmp_path / "graph.svg"
     p = run("inspect", mnist_adadelta, "--graph", out)
     ir = _ir_nodes(mnist_adadelta)
     assert f"{len(ir)} nodes" in p.stdout
     root = _svg(out)
-    nodes = [g for g in root.iter(NS + "g") if "node" in _classes(g)]
-    assert len(nodes) == len(ir)
+    gs = list(root.iter(NS + "g"))
+    nodes = [g for g in gs if "node" in _classes(g)]
     titles = [g.find(NS + "title").text for g in nodes]
     assert len(set(titles)) == len(titles)
-    # Each box's first line is its op: the same ops as the IR text, as often.
-    ops = Counter(_texts(g)[0] for g in nodes)
-    assert ops == Counter(op for op, _ in ir)
-    # The fused groups are marked, and the legend counts them.
-    fused = [g for g in nodes if "fused-elementwise" in _classes(g)]
-    assert len(fused) == ops["trainstep.fused_elementwise"] > 0
-    assert len([g for g in nodes if "fused-post-op" in _classes(g)]) == ops["trainstep.conv2d_relu"]
+    # Nodes outside the groups: one box per IR node, its op first.
+    boxes = [g for g in nodes if "fused-member" not in _classes(g)]
+    assert Counter(_texts(g)[0] for g in boxes) == Counter(n.op for n in ir if n.op != FUSED)
+    assert len([g for g in boxes if "fused-post-op" in _classes(g)]) == \
+        Counter(n.op for n in ir)["trainstep.conv2d_relu"] > 0
+    # A cluster per fused node; each member node lies inside exactly one.
+    fused_ir = [i for i, n in enumerate(ir) if n.op == FUSED]
+    clusters = [g for g in gs if "cluster" in _classes(g)]
+    assert len(clusters) == len(fused_ir) > 1
+    assert all("fused-elementwise" in _classes(c) for c in clusters)
+    members = [g for g in nodes if "fused-member" in _classes(g)]
+    assert len(members) == sum(len(ir[i].attrs["members"]) for i in fused_ir)
+    home = {}  # member title -> the cluster it is drawn in
+    for g, title in zip(nodes, titles):
+        if "fused-member" in _classes(g):
+            (home[title],) = [c for c, cl in enumerate(clusters) if _inside(_bbox(g), _bbox(cl))]
+    edges = [g.find(NS + "title").text.split("->") for g in gs if "edge" in _classes(g)]
+    expected = _ir_edges(ir)
+    assert len(edges) == len(expected) > len(ir)
+
+    # Each cluster holds its node's member ops (full names in the tooltips) and
+    # the edges of its data flow: inside it, in from producers, out to readers.
+    def summary(ops, edges, inside):
+        return (tuple(sorted(ops)), sum(inside(t) and inside(h) for t, h in edges),
+                sum(not inside(t) and inside(h) for t, h in edges),
+                sum(inside(t) and not inside(h) for t, h in edges))
+
+    op_of = {g.find(NS + "title").text: g.find(f".//{NS}a").get(XLINK + "title").split(": ")[-1]
+             for g in members}
+    got = Counter(summary([op for t, op in op_of.items() if home[t] == c], edges,
+                          lambda t, c=c: home.get(t) == c) for c in range(len(clusters)))
+    want = Counter(summary([m["op"] for m in ir[i].attrs["members"]], expected,
+                           lambda e, i=i: e[:2] == ("m", i)) for i in fused_ir)
+    assert got == want
+    labels = Counter(t for c in clusters for t in _texts(c))
+    assert labels == Counter(f"fused elementwise: {len(ir[i].attrs['members'])} ops" for i in fused_ir)
     legend = " ".join(_texts(root))
-    assert f"fused elementwise group: {len(fused)}" in legend
+    assert f"fused elementwise group: {len(clusters)}" in legend
     assert "oneDNN post-op" in legend
-    assert any("edge" in _classes(g) for g in root.iter(NS + "g"))
 
 
 # --- inspect --memory ---------------------------------------------------------
@@ -143,7 +215,7 @@ def test_memory_has_one_rect_per_buffer_and_they_do_not_overlap(mnist_adadelta, 
     root = _svg(out)
     rects = [r for r in root.iter(NS + "rect") if "buffer" in _classes(r)]
     assert len(rects) == count > 10
-    names = {n for _, outs in _ir_nodes(mnist_adadelta) for n in outs}
+    names = {v for node in _ir_nodes(mnist_adadelta) for v in node.outs if v != "_"}
     bufs = []
     for r in rects:
         value = r.get("data-value")
