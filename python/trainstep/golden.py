@@ -14,6 +14,7 @@ matches itself, and a wrong rule (an optimizer update off by a percent)
 still shows in the first step's update, whose spread stays small even where
 several steps of ReLU or max-pool ties grow.
 """
+import contextlib
 import copy
 
 import torch
@@ -72,7 +73,15 @@ def _state(parts, model, opt, step):
     return out
 
 
-def _run(parts, batches, seed, grads, noise=None, gen=None):
+def _run(parts, batches, seed, grads, noise=None, gen=None, reset=False):
+    """_steps as the model's own code runs them, or (reset) with the
+    tensors forward caches in plain attributes reset before every forward,
+    as the compiled step computes them (caches.py)."""
+    with contextlib.nullcontext() if reset else parts.caches.natural():
+        return _steps(parts, batches, seed, grads, noise, gen)
+
+
+def _steps(parts, batches, seed, grads, noise=None, gen=None):
     """The golden steps in eager PyTorch, then eval on step 0's batch.
     Returns {key: tensor} for every value verify compares:
       loss/K, grad/P (step 0, before clipping; when grads), after0/S (state
@@ -113,7 +122,6 @@ def _run(parts, batches, seed, grads, noise=None, gen=None):
             for n, t in _state(parts, model, opt, step0 + 1).items():
                 obs[f"after0/{n}"] = t
                 obs[f"delta/{n}"] = t.double() - init[n].double()
-    parts.caches.check_eager(model)
     for n, t in _state(parts, model, opt, step0 + len(batches)).items():
         obs[f"state/{n}"] = t
 
@@ -169,6 +177,14 @@ def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
     golden/grad/<param>."""
     batches = make_batches(parts, steps, seed)
     obs = _run(parts, batches, seed, grads)
+    if parts.caches.changing:
+        # An attribute forward writes changed between batches: state carried
+        # across them if resetting it (as the compiled step does) changes
+        # the steps, else only written (an attention map kept for plotting).
+        again = _run(parts, batches, seed, grads, reset=True)
+        if any(not torch.equal(again[k], v) for k, v in obs.items()
+               if k.startswith(("loss/", "state/"))):
+            raise parts.caches.carried_state_error()
     tensors = {}
     for k, (xs, y) in enumerate(batches):
         for i, x in enumerate(xs):

@@ -25,7 +25,8 @@ Patterns covered (issue 13's table):
                       batch on dim 1 inferred from the example batch
   cached_mask         word_language_model's TransformerModel caching its mask in
                       a plain attribute (None at first) and a hasattr cache;
-                      state carried across batches is refused
+                      state carried across batches is refused, a tensor only
+                      written is not
   seq_first_lm        word_language_model's kind of sequence-first transformer
                       LM, batch_dims=1 declared (trains from text in
                       test_seq_models.py)
@@ -125,6 +126,11 @@ def test_state_carried_across_batches_in_an_attribute_is_refused(tmp_path, monke
     assert "the plain attribute 'memory' and it changes from one batch to the next" in err
     assert "self.register_buffer('memory', ...)" in err
     assert not (tmp_path / "x.tstep").exists()
+
+
+def test_an_attribute_forward_only_writes_may_change(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARRY", "write")
+    _export_verify(tmp_path, os.path.join(REAL, "cached_mask.py"))
 
 
 def test_structured_target_with_two_tensors_is_refused(tmp_path, monkeypatch):
