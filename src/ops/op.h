@@ -126,6 +126,26 @@ struct LayoutCaps {
 
 enum class CommRole { None, Start, Wait };
 
+// Algebraic facts the simplify pass rewrites by; each rule keeps the type.
+struct Algebra {
+  // Input 0 reshaped to a shape its attrs alone give (view, reshape): it may
+  // read the buffer under any chain of aliasing ops directly.
+  bool reshape_like = false;
+  // op(op(x)) == x (t, neg).
+  bool involution = false;
+  // Input 0 converted to the output's dtype (_to_copy): input 0 itself
+  // when the types already match.
+  bool value_cast = false;
+  // op(x, e) == x for e = identity, the value of input 1 (a 0-d constant)
+  // or, when identity_attr names one, of that attr (the .Scalar ops).
+  std::optional<double> identity = std::nullopt;
+  const char* identity_attr = nullptr;
+  bool commutes = false;  // op(e, x) == x as well
+  // The other operand is scaled by this attr (add/sub's alpha): the
+  // identity holds only when it is absent, null or 1.
+  const char* scale_attr = nullptr;
+};
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -160,6 +180,7 @@ struct OpDef {
   // as soon as its operands exist and never pulls a Wait earlier than its
   // place, so the work overlaps what runs between them.
   CommRole comm = CommRole::None;
+  Algebra algebra = {};
 };
 
 class OpRegistry {
