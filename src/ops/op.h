@@ -146,6 +146,12 @@ struct Algebra {
   const char* scale_attr = nullptr;
 };
 
+// Compile-time values. Literal: output 0 is attr `value` cast to attr
+// `dtype` (trainstep.constant, the form fold_constants gives every folded
+// value). Immediate: a 0-d value made from attrs alone, which a fused
+// elementwise kernel evaluates once at compile time. Literal is one too.
+enum class ConstRole { None, Immediate, Literal };
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -181,6 +187,13 @@ struct OpDef {
   // place, so the work overlaps what runs between them.
   CommRole comm = CommRole::None;
   Algebra algebra = {};
+  // Draws fresh random numbers: two nodes with equal inputs and attrs
+  // differ, and none is known at compile time (cse, fold_constants).
+  bool random = false;
+  // Reads only its inputs' shapes and dtypes, never their data (new_full,
+  // zeros_like): fold_constants evaluates it on placeholder inputs.
+  bool shape_only = false;
+  ConstRole constant = ConstRole::None;
 };
 
 class OpRegistry {
