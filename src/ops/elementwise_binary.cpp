@@ -537,13 +537,17 @@ void register_elementwise_binary_ops(OpRegistry& r) {
     r.add(OpDef{std::string("aten.") + cmp[i] + ".Tensor",
                 std::string("self ") + sym[i] + " other -> bool; broadcasts; compared in the promoted dtype",
                 ti[i], tm[i], false, tt[i], true});
-    r.add(OpDef{std::string("aten.") + cmp[i] + ".Scalar",
-                std::string("self ") + sym[i] + " other (attr number) -> bool; compared in the promoted dtype",
-                si[i], sm[i], false, st[i], true});
+    OpDef scalar{std::string("aten.") + cmp[i] + ".Scalar",
+                 std::string("self ") + sym[i] + " other (attr number) -> bool; compared in the promoted dtype",
+                 si[i], sm[i], false, st[i], true};
+    if (cmp[i] == std::string("le")) scalar.fuse_role = FuseRole::LeScalar;  // relu's backward mask
+    r.add(std::move(scalar));
   }
-  r.add(OpDef{"aten.where.self",
+  OpDef where{"aten.where.self",
               "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other",
-              &where_infer, &where_make, false, &where_tile, true});
+              &where_infer, &where_make, false, &where_tile, true};
+  where.fuse_role = FuseRole::Where;
+  r.add(std::move(where));
   r.add(OpDef{"aten.masked_fill.Scalar",
               "mask ? attr value : self; mask bool; self and mask broadcast; self's dtype",
               &masked_fill_infer, &masked_fill_make, false, &masked_fill_tile, true});

@@ -346,7 +346,9 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   r.add(un_def<Un::Sqrt>("aten.sqrt.default", "sqrt(self)" + fl));
   r.add(un_def<Un::Rsqrt>("aten.rsqrt.default", "1 / sqrt(self)" + fl));
   r.add(un_def<Un::Abs>("aten.abs.default", "|self|; any dtype"));
-  r.add(un_def<Un::Relu>("aten.relu.default", "max(self, 0), NaN propagates; any dtype but bool"));
+  OpDef relu = un_def<Un::Relu>("aten.relu.default", "max(self, 0), NaN propagates; any dtype but bool");
+  relu.fuse_role = FuseRole::Relu;
+  r.add(std::move(relu));
   r.add(un_def<Un::Sigmoid>("aten.sigmoid.default", "1 / (1 + exp(-self))" + fl));
   r.add(un_def<Un::Tanh>("aten.tanh.default", "tanh(self)" + fl));
   r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));

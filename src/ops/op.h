@@ -152,6 +152,23 @@ struct Algebra {
 // elementwise kernel evaluates once at compile time. Literal is one too.
 enum class ConstRole { None, Immediate, Literal };
 
+// The part an op plays in a fusion pass's pattern, so the passes ask the
+// op rather than match names. Each role is one op's.
+enum class FuseRole {
+  None,
+  Relu,             // relu(x)
+  LeScalar,         // x <= attr other: relu's backward is where(x <= 0, 0, g)
+  Where,            // where(c, a, b)
+  Conv,             // convolution: with the relu reading it, becomes relu_fused
+  ConvBackward,     // its grad_input masked by relu's backward: relu_fused
+  MaxPool,          // the forward of a MaxPoolBackward: becomes relu_fused
+  MaxPoolBackward,  // the where masking its result becomes relu_fused
+  Transpose,        // t(x) of a 2-d x
+  Permute,          // x's dims reordered by attr dims
+  MatMul,           // a @ b
+  MatMulT,          // op(a) @ op(b), op by attrs trans_a / trans_b
+};
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -194,6 +211,10 @@ struct OpDef {
   // zeros_like): fold_constants evaluates it on placeholder inputs.
   bool shape_only = false;
   ConstRole constant = ConstRole::None;
+  FuseRole fuse_role = FuseRole::None;
+  // The op a node of role Conv, ConvBackward, MaxPool or MaxPoolBackward
+  // becomes in its relu fusion (for MaxPoolBackward: the where masking it).
+  const char* relu_fused = nullptr;
 };
 
 class OpRegistry {

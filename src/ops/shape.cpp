@@ -614,9 +614,12 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
   OpDef t{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
   t.algebra.involution = true;
+  t.fuse_role = FuseRole::Transpose;
   r.add(std::move(t));
   r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
+  OpDef permute{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
+  permute.fuse_role = FuseRole::Permute;
+  r.add(std::move(permute));
   r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.slice_scatter.default", "self with self[start:end:step] along attr dim replaced by src (same dtype, the slice's shape); any dtype", &slice_scatter_infer, &slice_scatter_make, false, nullptr, false, -1, true});
