@@ -170,6 +170,13 @@ Function read_function(const Reader& r, const std::string& fname, const json& j)
 
 }  // namespace
 
+const OpDef& def_of(const Node& n) {
+  static const OpDef none;
+  if (n.def) return *n.def;
+  const OpDef* d = OpRegistry::get().find(n.op);
+  return d ? *d : none;
+}
+
 int Function::find_input(Role role, const std::string& state) const {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].role == role && (state.empty() || inputs[i].state == state)) return int(i);

@@ -26,6 +26,10 @@ struct Node {
   bool dead = false;            // marked by a pass; dropped by compact()
 };
 
+// n's OpDef, looked up by name where a pass has just set n.op (and cleared
+// n.def); an op the registry lacks gets an OpDef with no facts.
+const OpDef& def_of(const Node& n);
+
 // One input or output of a function's signature.
 struct Port {
   std::string name;   // value name (inputs); for outputs the model output's path ("output/mu"), or ""

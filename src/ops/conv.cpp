@@ -698,6 +698,8 @@ void register_conv_ops(OpRegistry& r) {
              "(in_layouts/out_layouts, set by the plan_layouts pass)",
              infer_conv, make_conv<false>};
   conv.layouts = fwd_layouts;
+  conv.fuse_role = FuseRole::Conv;
+  conv.relu_fused = "trainstep.conv2d_relu";
   r.add(std::move(conv));
   OpDef conv_relu{"trainstep.conv2d_relu",
                   "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and "
@@ -717,6 +719,8 @@ void register_conv_ops(OpRegistry& r) {
   bwd.relu_backward_fusable = [](const NodeCtx& n, const TensorType&) {
     return conv_takes_blocked_relu(n.attrs());
   };
+  bwd.fuse_role = FuseRole::ConvBackward;
+  bwd.relu_fused = "trainstep.conv_backward_relu";
   r.add(std::move(bwd));
   OpDef relu_bwd{"trainstep.conv_backward_relu",
                  "aten.convolution_backward whose grad_input is also masked by the relu that "

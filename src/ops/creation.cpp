@@ -152,20 +152,30 @@ OpDef cr_def(const std::string& name, const std::string& doc) {
   return OpDef{name, doc, &cr_infer<OP>, &cr_make<OP>, false};
 }
 
+// The *_like and new_* ops read only self's shape and dtype.
+OpDef shape_only(OpDef d) {
+  d.shape_only = true;
+  return d;
+}
+
 }  // namespace
 
 void register_creation_ops(OpRegistry& r) {
-  r.add(cr_def<Cr::Constant>("trainstep.constant",
-                             "0-d tensor of attr value (number, bool, \"inf\"/\"-inf\"/\"nan\"), attr dtype (null: bool/int64, float32 or float64 if wrapped), attr wrapped"));
-  r.add(cr_def<Cr::ScalarTensor>("aten.scalar_tensor.default", "0-d tensor of attr s; dtype default float32"));
-  r.add(cr_def<Cr::NewFull>("aten.new_full.default", "tensor of attr size filled with fill_value; dtype null -> self's"));
-  r.add(cr_def<Cr::NewZeros>("aten.new_zeros.default", "zeros of attr size; dtype null -> self's"));
-  r.add(cr_def<Cr::NewOnes>("aten.new_ones.default", "ones of attr size; dtype null -> self's"));
+  OpDef constant = cr_def<Cr::Constant>("trainstep.constant",
+                             "0-d tensor of attr value (number, bool, \"inf\"/\"-inf\"/\"nan\"), attr dtype (null: bool/int64, float32 or float64 if wrapped), attr wrapped");
+  constant.constant = ConstRole::Literal;
+  r.add(std::move(constant));
+  OpDef scalar = cr_def<Cr::ScalarTensor>("aten.scalar_tensor.default", "0-d tensor of attr s; dtype default float32");
+  scalar.constant = ConstRole::Immediate;
+  r.add(std::move(scalar));
+  r.add(shape_only(cr_def<Cr::NewFull>("aten.new_full.default", "tensor of attr size filled with fill_value; dtype null -> self's")));
+  r.add(shape_only(cr_def<Cr::NewZeros>("aten.new_zeros.default", "zeros of attr size; dtype null -> self's")));
+  r.add(shape_only(cr_def<Cr::NewOnes>("aten.new_ones.default", "ones of attr size; dtype null -> self's")));
   r.add(cr_def<Cr::Full>("aten.full.default", "tensor of attr size filled with fill_value; dtype null -> float32/int64/bool by the value"));
   r.add(cr_def<Cr::Zeros>("aten.zeros.default", "zeros of attr size; dtype null -> float32"));
-  r.add(cr_def<Cr::FullLike>("aten.full_like.default", "self-shaped tensor of fill_value; dtype null -> self's"));
-  r.add(cr_def<Cr::ZerosLike>("aten.zeros_like.default", "self-shaped zeros; dtype null -> self's"));
-  r.add(cr_def<Cr::OnesLike>("aten.ones_like.default", "self-shaped ones; dtype null -> self's"));
+  r.add(shape_only(cr_def<Cr::FullLike>("aten.full_like.default", "self-shaped tensor of fill_value; dtype null -> self's")));
+  r.add(shape_only(cr_def<Cr::ZerosLike>("aten.zeros_like.default", "self-shaped zeros; dtype null -> self's")));
+  r.add(shape_only(cr_def<Cr::OnesLike>("aten.ones_like.default", "self-shaped ones; dtype null -> self's")));
   r.add(OpDef{"aten.arange.start_step", "start + i*step for i < ceil((end-start)/step), in double then cast; dtype null -> int64, or float32 if any bound is float",
               &arange_infer, &arange_make, false});
   r.add(OpDef{"aten.arange.default", "0, 1, ..., ceil(end)-1; dtype null -> int64, or float32 if end is float",

@@ -490,22 +490,32 @@ OpDef bin_def(const std::string& name, const std::string& doc) {
   return OpDef{name, doc, &bin_infer<OP, Attr>, &bin_make<OP, Attr>, false, &bin_tile<OP, Attr>, true};
 }
 
+// op(x, e) == x (the simplify pass): e is input 1, or the attr `attr` (the
+// .Scalar forms); commutes: op(e, x) == x too; scale: add/sub's alpha.
+OpDef with_identity(OpDef d, double e, const char* attr, bool commutes, const char* scale) {
+  d.algebra.identity = e;
+  d.algebra.identity_attr = attr;
+  d.algebra.commutes = commutes;
+  d.algebra.scale_attr = scale;
+  return d;
+}
+
 }  // namespace
 
 void register_elementwise_binary_ops(OpRegistry& r) {
   const std::string bc = "; broadcasts; PyTorch dtype promotion over float32/float64/int64/int32/uint8/bool";
-  r.add(bin_def<Bin::Add, false>("aten.add.Tensor", "self + alpha * other" + bc + " (bool: or)"));
-  r.add(bin_def<Bin::Sub, false>("aten.sub.Tensor", "self - alpha * other" + bc + " (not bool)"));
-  r.add(bin_def<Bin::Mul, false>("aten.mul.Tensor", "self * other" + bc + " (bool: and)"));
-  r.add(bin_def<Bin::Div, false>("aten.div.Tensor", "self / other, true division (int/int -> float32)" + bc));
+  r.add(with_identity(bin_def<Bin::Add, false>("aten.add.Tensor", "self + alpha * other" + bc + " (bool: or)"), 0, nullptr, true, "alpha"));
+  r.add(with_identity(bin_def<Bin::Sub, false>("aten.sub.Tensor", "self - alpha * other" + bc + " (not bool)"), 0, nullptr, false, "alpha"));
+  r.add(with_identity(bin_def<Bin::Mul, false>("aten.mul.Tensor", "self * other" + bc + " (bool: and)"), 1, nullptr, true, nullptr));
+  r.add(with_identity(bin_def<Bin::Div, false>("aten.div.Tensor", "self / other, true division (int/int -> float32)" + bc), 1, nullptr, false, nullptr));
   r.add(bin_def<Bin::Max, false>("aten.maximum.default", "elementwise max, NaN propagates" + bc));
   r.add(bin_def<Bin::Min, false>("aten.minimum.default", "elementwise min, NaN propagates" + bc));
   r.add(bin_def<Bin::Pow, false>("aten.pow.Tensor_Tensor", "self ** exponent" + bc + " (not bool)"));
   r.add(bin_def<Bin::Pow, true>("aten.pow.Tensor_Scalar", "self ** exponent (attr number); result dtype by promotion with a wrapped scalar"));
-  r.add(bin_def<Bin::Add, true>("aten.add.Scalar", "self + alpha * other (attr number); promotion as with a wrapped scalar"));
-  r.add(bin_def<Bin::Sub, true>("aten.sub.Scalar", "self - alpha * other (attr number); promotion as with a wrapped scalar"));
-  r.add(bin_def<Bin::Mul, true>("aten.mul.Scalar", "self * other (attr number); promotion as with a wrapped scalar"));
-  r.add(bin_def<Bin::Div, true>("aten.div.Scalar", "self / other (attr number), true division; ints -> float32"));
+  r.add(with_identity(bin_def<Bin::Add, true>("aten.add.Scalar", "self + alpha * other (attr number); promotion as with a wrapped scalar"), 0, "other", false, "alpha"));
+  r.add(with_identity(bin_def<Bin::Sub, true>("aten.sub.Scalar", "self - alpha * other (attr number); promotion as with a wrapped scalar"), 0, "other", false, "alpha"));
+  r.add(with_identity(bin_def<Bin::Mul, true>("aten.mul.Scalar", "self * other (attr number); promotion as with a wrapped scalar"), 1, "other", false, nullptr));
+  r.add(with_identity(bin_def<Bin::Div, true>("aten.div.Scalar", "self / other (attr number), true division; ints -> float32"), 1, "other", false, nullptr));
   const char* cmp[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   const char* sym[] = {"==", "!=", "<", "<=", ">", ">="};
   using Inf = std::vector<TensorType> (*)(const NodeCtx&);
@@ -527,13 +537,17 @@ void register_elementwise_binary_ops(OpRegistry& r) {
     r.add(OpDef{std::string("aten.") + cmp[i] + ".Tensor",
                 std::string("self ") + sym[i] + " other -> bool; broadcasts; compared in the promoted dtype",
                 ti[i], tm[i], false, tt[i], true});
-    r.add(OpDef{std::string("aten.") + cmp[i] + ".Scalar",
-                std::string("self ") + sym[i] + " other (attr number) -> bool; compared in the promoted dtype",
-                si[i], sm[i], false, st[i], true});
+    OpDef scalar{std::string("aten.") + cmp[i] + ".Scalar",
+                 std::string("self ") + sym[i] + " other (attr number) -> bool; compared in the promoted dtype",
+                 si[i], sm[i], false, st[i], true};
+    if (cmp[i] == std::string("le")) scalar.fuse_role = FuseRole::LeScalar;  // relu's backward mask
+    r.add(std::move(scalar));
   }
-  r.add(OpDef{"aten.where.self",
+  OpDef where{"aten.where.self",
               "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other",
-              &where_infer, &where_make, false, &where_tile, true});
+              &where_infer, &where_make, false, &where_tile, true};
+  where.fuse_role = FuseRole::Where;
+  r.add(std::move(where));
   r.add(OpDef{"aten.masked_fill.Scalar",
               "mask ? attr value : self; mask bool; self and mask broadcast; self's dtype",
               &masked_fill_infer, &masked_fill_make, false, &masked_fill_tile, true});

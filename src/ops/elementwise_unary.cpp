@@ -335,7 +335,9 @@ OpDef un_def(const std::string& name, const std::string& doc) {
 
 void register_elementwise_unary_ops(OpRegistry& r) {
   const std::string fl = "; float32/float64 (int/bool inputs give float32)";
-  r.add(un_def<Un::Neg>("aten.neg.default", "-self; any dtype but bool"));
+  OpDef neg = un_def<Un::Neg>("aten.neg.default", "-self; any dtype but bool");
+  neg.algebra.involution = true;
+  r.add(std::move(neg));
   r.add(un_def<Un::Exp>("aten.exp.default", "exp(self)" + fl));
   // exp(x) - 1 without the cancellation near 0 (the optimizers' bias corrections).
   r.add(un_def<Un::Expm1>("aten.expm1.default", "exp(self) - 1, accurate near 0" + fl));
@@ -344,7 +346,9 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   r.add(un_def<Un::Sqrt>("aten.sqrt.default", "sqrt(self)" + fl));
   r.add(un_def<Un::Rsqrt>("aten.rsqrt.default", "1 / sqrt(self)" + fl));
   r.add(un_def<Un::Abs>("aten.abs.default", "|self|; any dtype"));
-  r.add(un_def<Un::Relu>("aten.relu.default", "max(self, 0), NaN propagates; any dtype but bool"));
+  OpDef relu = un_def<Un::Relu>("aten.relu.default", "max(self, 0), NaN propagates; any dtype but bool");
+  relu.fuse_role = FuseRole::Relu;
+  r.add(std::move(relu));
   r.add(un_def<Un::Sigmoid>("aten.sigmoid.default", "1 / (1 + exp(-self))" + fl));
   r.add(un_def<Un::Tanh>("aten.tanh.default", "tanh(self)" + fl));
   r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));
@@ -359,8 +363,10 @@ void register_elementwise_unary_ops(OpRegistry& r) {
               &clamp_infer, &clamp_make, false, &clamp_tile, true});
   r.add(OpDef{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
               &clone_infer, &clone_make, false, &clone_tile, true, true});
-  r.add(OpDef{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
-              &to_copy_infer, &clone_make, false, &to_copy_tile, true, true});
+  OpDef to_copy{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
+                &to_copy_infer, &clone_make, false, &to_copy_tile, true, true};
+  to_copy.algebra.value_cast = true;
+  r.add(std::move(to_copy));
 }
 
 }  // namespace ts

@@ -5,8 +5,9 @@
 //   members: [{"name", "op", "attrs", "args": [ref, ...]}, ...] in execution
 //            order; a ref is ["in", k] (the node's input k) or ["m", j] (the
 //            value of an earlier member j). A member with no args whose op
-//            is trainstep.constant or aten.scalar_tensor is an immediate
-//            constant, evaluated once at compile time.
+//            makes a constant (OpDef::constant: trainstep.constant,
+//            aten.scalar_tensor) is an immediate, evaluated once at compile
+//            time.
 //   outputs: [j, ...]: the node's outputs are these members' values.
 // Inputs have the group's shape or one element; one-element inputs may have
 // any dtype (cast to float32 as the member kernels would), the others are
@@ -27,10 +28,6 @@ namespace {
 
 constexpr int64_t kTile = 1024;  // floats per register: a few dozen fit in L1/L2
 constexpr int kMaxArgs = 3;
-
-bool is_const_op(const std::string& op) {
-  return op == "trainstep.constant" || op == "aten.scalar_tensor.default";
-}
 
 // The group program with every member's context and type.
 struct Group {
@@ -83,7 +80,7 @@ Group parse_group_attrs(const NodeCtx& ctx) {
                                        types, std::vector<bool>(types.size(), true));
     std::vector<TensorType> out = def->infer(*c);
     if (out.size() != 1) ctx.fail(where + ": fused members have one output");
-    const bool cst = is_const_op(op) && args.empty() && out[0].numel() == 1;
+    const bool cst = def->constant != ConstRole::None && args.empty() && out[0].numel() == 1;
     if (!cst) {
       if (!def->make_tile || !def->make_tile(*c)) ctx.fail(where + ": no float32 tile form for these types");
       if (out[0].dtype != DType::F32 && out[0].dtype != DType::Bool)

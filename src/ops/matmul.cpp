@@ -270,9 +270,11 @@ std::unique_ptr<Kernel> make_trans_mm(const KernelCtx& k) {
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
-  r.add({"aten.mm.default",
-         "Matrix product of float32 (oneDNN) or float64 (M,K) @ (K,N) -> (M,N)", infer_mm,
-         make_mm});
+  OpDef mm{"aten.mm.default",
+           "Matrix product of float32 (oneDNN) or float64 (M,K) @ (K,N) -> (M,N)", infer_mm,
+           make_mm};
+  mm.fuse_role = FuseRole::MatMul;
+  r.add(std::move(mm));
   r.add({"aten.bmm.default",
          "Batched matrix product of float32 (oneDNN) or float64 (B,M,K) @ (B,K,N) -> (B,M,N)",
          infer_bmm, make_mm});
@@ -280,10 +282,12 @@ void register_matmul_ops(OpRegistry& r) {
          "beta*self + alpha*(mat1 @ mat2), float32 (oneDNN) or float64; self broadcastable to "
          "(M,N); self is ignored when beta=0",
          infer_addmm, make_addmm});
-  r.add({"trainstep.matmul",
-         "op(a) @ op(b) for float32 (oneDNN) or float64 rank-2 a, b, op = transpose when attr "
-         "trans_a / trans_b; reads transposed operands in place (made by the fold_transpose pass)",
-         infer_trans_mm, make_trans_mm});
+  OpDef matmul{"trainstep.matmul",
+               "op(a) @ op(b) for float32 (oneDNN) or float64 rank-2 a, b, op = transpose when attr "
+               "trans_a / trans_b; reads transposed operands in place (made by the fold_transpose pass)",
+               infer_trans_mm, make_trans_mm};
+  matmul.fuse_role = FuseRole::MatMulT;
+  r.add(std::move(matmul));
 }
 
 }  // namespace ts

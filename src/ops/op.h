@@ -126,6 +126,49 @@ struct LayoutCaps {
 
 enum class CommRole { None, Start, Wait };
 
+// Algebraic facts the simplify pass rewrites by; each rule keeps the type.
+struct Algebra {
+  // Input 0 reshaped to a shape its attrs alone give (view, reshape): it may
+  // read the buffer under any chain of aliasing ops directly.
+  bool reshape_like = false;
+  // op(op(x)) == x (t, neg).
+  bool involution = false;
+  // Input 0 converted to the output's dtype (_to_copy): input 0 itself
+  // when the types already match.
+  bool value_cast = false;
+  // op(x, e) == x for e = identity, the value of input 1 (a 0-d constant)
+  // or, when identity_attr names one, of that attr (the .Scalar ops).
+  std::optional<double> identity = std::nullopt;
+  const char* identity_attr = nullptr;
+  bool commutes = false;  // op(e, x) == x as well
+  // The other operand is scaled by this attr (add/sub's alpha): the
+  // identity holds only when it is absent, null or 1.
+  const char* scale_attr = nullptr;
+};
+
+// Compile-time values. Literal: output 0 is attr `value` cast to attr
+// `dtype` (trainstep.constant, the form fold_constants gives every folded
+// value). Immediate: a 0-d value made from attrs alone, which a fused
+// elementwise kernel evaluates once at compile time. Literal is one too.
+enum class ConstRole { None, Immediate, Literal };
+
+// The part an op plays in a fusion pass's pattern, so the passes ask the
+// op rather than match names. Each role is one op's.
+enum class FuseRole {
+  None,
+  Relu,             // relu(x)
+  LeScalar,         // x <= attr other: relu's backward is where(x <= 0, 0, g)
+  Where,            // where(c, a, b)
+  Conv,             // convolution: with the relu reading it, becomes relu_fused
+  ConvBackward,     // its grad_input masked by relu's backward: relu_fused
+  MaxPool,          // the forward of a MaxPoolBackward: becomes relu_fused
+  MaxPoolBackward,  // the where masking its result becomes relu_fused
+  Transpose,        // t(x) of a 2-d x
+  Permute,          // x's dims reordered by attr dims
+  MatMul,           // a @ b
+  MatMulT,          // op(a) @ op(b), op by attrs trans_a / trans_b
+};
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -160,6 +203,18 @@ struct OpDef {
   // as soon as its operands exist and never pulls a Wait earlier than its
   // place, so the work overlaps what runs between them.
   CommRole comm = CommRole::None;
+  Algebra algebra = {};
+  // Draws fresh random numbers: two nodes with equal inputs and attrs
+  // differ, and none is known at compile time (cse, fold_constants).
+  bool random = false;
+  // Reads only its inputs' shapes and dtypes, never their data (new_full,
+  // zeros_like): fold_constants evaluates it on placeholder inputs.
+  bool shape_only = false;
+  ConstRole constant = ConstRole::None;
+  FuseRole fuse_role = FuseRole::None;
+  // The op a node of role Conv, ConvBackward, MaxPool or MaxPoolBackward
+  // becomes in its relu fusion (for MaxPoolBackward: the where masking it).
+  const char* relu_fused = nullptr;
 };
 
 class OpRegistry {

@@ -753,11 +753,16 @@ void register_pool_ops(OpRegistry& r) {
     n.attr_pair("kernel_size", kh, kw);
     return kh * kw <= 128;
   };
+  fwd.fuse_role = FuseRole::MaxPool;
+  fwd.relu_fused = "trainstep.max_pool2d_code";
   r.add(std::move(fwd));
-  r.add({"aten.max_pool2d_with_indices_backward.default",
-         "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
-         "float32 or float64 tensor at the saved indices",
-         infer_bwd, make_bwd});
+  OpDef bwd{"aten.max_pool2d_with_indices_backward.default",
+            "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
+            "float32 or float64 tensor at the saved indices",
+            infer_bwd, make_bwd};
+  bwd.fuse_role = FuseRole::MaxPoolBackward;
+  bwd.relu_fused = "trainstep.max_pool2d_code_backward";  // what the where becomes
+  r.add(std::move(bwd));
   OpDef code{"trainstep.max_pool2d_code",
              "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "
              "values and one uint8 per window (argmax offset, bit 7: max > 0 or NaN) for "

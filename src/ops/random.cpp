@@ -233,12 +233,16 @@ std::unique_ptr<Kernel> philox_make(const KernelCtx& kc) {
 }  // namespace
 
 void register_random_ops(OpRegistry& r) {
-  r.add(OpDef{"trainstep.philox_uniform.default",
-              "float32 uniform [0,1) of attr shape from Philox4x32-10 of inputs seed, offset (0-d int64) and attr key",
-              &philox_infer, &philox_make<false>, false});
-  r.add(OpDef{"trainstep.philox_normal.default",
-              "float32 standard normal of attr shape: Box-Muller (in double) on Philox4x32-10 of seed, offset, key",
-              &philox_infer, &philox_make<true>, false});
+  OpDef uniform{"trainstep.philox_uniform.default",
+                "float32 uniform [0,1) of attr shape from Philox4x32-10 of inputs seed, offset (0-d int64) and attr key",
+                &philox_infer, &philox_make<false>, false};
+  uniform.random = true;
+  r.add(std::move(uniform));
+  OpDef normal{"trainstep.philox_normal.default",
+               "float32 standard normal of attr shape: Box-Muller (in double) on Philox4x32-10 of seed, offset, key",
+               &philox_infer, &philox_make<true>, false};
+  normal.random = true;
+  r.add(std::move(normal));
 }
 
 }  // namespace ts

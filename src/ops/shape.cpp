@@ -599,16 +599,27 @@ std::unique_ptr<Kernel> split_make(const KernelCtx& kc) {
 
 void register_shape_ops(OpRegistry& r) {
   const std::string al = "; aliases input 0 (no kernel: make returns nullptr); any dtype";
-  r.add(OpDef{"aten.view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true});
-  r.add(OpDef{"aten._unsafe_view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true});
-  r.add(OpDef{"aten.reshape.default", "self with shape attr shape (one -1 inferred)" + al, &view_infer, &alias_make, true});
+  OpDef view{"aten.view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true};
+  view.algebra.reshape_like = true;
+  r.add(std::move(view));
+  OpDef unsafe_view{"aten._unsafe_view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true};
+  unsafe_view.algebra.reshape_like = true;
+  r.add(std::move(unsafe_view));
+  OpDef reshape{"aten.reshape.default", "self with shape attr shape (one -1 inferred)" + al, &view_infer, &alias_make, true};
+  reshape.algebra.reshape_like = true;
+  r.add(std::move(reshape));
   r.add(OpDef{"aten.unsqueeze.default", "self with a size-1 dim inserted at attr dim" + al, &unsqueeze_infer, &alias_make, true});
   r.add(OpDef{"aten.squeeze.dim", "self without dim attr dim if its size is 1" + al, &squeeze_dim_infer, &alias_make, true});
   r.add(OpDef{"aten.squeeze.dims", "self without the dims of attr dim whose size is 1" + al, &squeeze_dims_infer, &alias_make, true});
   r.add(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
-  r.add(OpDef{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
+  OpDef t{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
+  t.algebra.involution = true;
+  t.fuse_role = FuseRole::Transpose;
+  r.add(std::move(t));
   r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
+  OpDef permute{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
+  permute.fuse_role = FuseRole::Permute;
+  r.add(std::move(permute));
   r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.slice_scatter.default", "self with self[start:end:step] along attr dim replaced by src (same dtype, the slice's shape); any dtype", &slice_scatter_infer, &slice_scatter_make, false, nullptr, false, -1, true});

@@ -11,7 +11,7 @@ namespace ts {
 // nodes become -1. Function inputs stay (they are the signature).
 void dce(Function& f);
 // Merges nodes with the same op, inputs and attrs into the first one.
-// Random ops (trainstep.philox_*) are never merged.
+// Random ops (OpDef::random: trainstep.philox_*) are never merged.
 void cse(Function& f);
 // Replaces 0-d nodes computable at compile time (all inputs 0-d constants,
 // or no data inputs at all) by trainstep.constant, using the op's kernel.

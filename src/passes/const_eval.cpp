@@ -50,7 +50,7 @@ HostTensor run_node(const Node& n, const std::vector<TensorType>& in_types,
 
 std::optional<HostTensor> constant_tensor(const Function& f, int v) {
   const Node* n = producer_of(f, v);
-  if (!n || n->op != "trainstep.constant" || !f.value_types[v].shape.empty()) return std::nullopt;
+  if (!n || def_of(*n).constant != ConstRole::Literal || !f.value_types[v].shape.empty()) return std::nullopt;
   return run_node(*n, {}, {}, f.value_types[v]);
 }
 

@@ -5,22 +5,26 @@
 namespace ts {
 namespace {
 
+// The ops the folds produce (FuseRole Transpose and MatMulT).
 const char* const kT = "aten.t.default";
-const char* const kMm = "aten.mm.default";
 const char* const kMatmul = "trainstep.matmul";
 
-// The live node producing v if its op is `op`, else -1.
-int producer_with(const Function& f, int v, const char* op) {
+FuseRole role(const Node& n) { return def_of(n).fuse_role; }
+
+bool is_t(const Node& n) { return role(n) == FuseRole::Transpose; }
+
+// The live node producing v if it is a transpose, else -1.
+int transpose_producer(const Function& f, int v) {
   if (v < 0) return -1;
   int p = f.producer[v];
-  return p >= 0 && !f.nodes[p].dead && f.nodes[p].op == op ? p : -1;
+  return p >= 0 && !f.nodes[p].dead && is_t(f.nodes[p]) ? p : -1;
 }
 
-bool is_product(const Node& n) { return n.op == kMm || n.op == kMatmul; }
+bool is_product(const Node& n) { return role(n) == FuseRole::MatMul || role(n) == FuseRole::MatMulT; }
 
 // trans_a / trans_b of a product (false for aten.mm).
 bool flag(const Node& n, const char* k) {
-  if (n.op != kMatmul || !n.attrs.contains(k)) return false;
+  if (role(n) != FuseRole::MatMulT || !n.attrs.contains(k)) return false;
   return n.attrs[k].is_boolean() && n.attrs[k].get<bool>();
 }
 
@@ -48,7 +52,7 @@ bool read_elsewhere(const Function& f, int v, size_t self) {
 bool canonicalize_permutes(Function& f) {
   bool changed = false;
   for (auto& n : f.nodes) {
-    if (n.dead || n.op != "aten.permute.default" || n.inputs.size() != 1 || n.inputs[0] < 0)
+    if (n.dead || role(n) != FuseRole::Permute || n.inputs.size() != 1 || n.inputs[0] < 0)
       continue;
     const json dims = n.attrs.value("dims", json());
     if (f.value_types[n.inputs[0]].shape.size() != 2 || dims != json::array({1, 0})) continue;
@@ -69,9 +73,9 @@ void fold_transpose(Function& f) {
   for (size_t i = 0; i < f.nodes.size(); ++i) {
     Node& n = f.nodes[i];
     if (n.dead) continue;
-    if (n.op == kT) {
+    if (is_t(n)) {
       int x = n.inputs.at(0);
-      if (int p = producer_with(f, x, kT); p >= 0) {  // t(t(y)) -> y
+      if (int p = transpose_producer(f, x); p >= 0) {  // t(t(y)) -> y
         if (n.outputs[0] >= 0) replace_uses(f, n.outputs[0], f.nodes[p].inputs.at(0));
         n.dead = true;
         changed = true;
@@ -91,12 +95,12 @@ void fold_transpose(Function& f) {
     if (is_product(n)) {
       int a = n.inputs.at(0), b = n.inputs.at(1);
       bool ta = flag(n, "trans_a"), tb = flag(n, "trans_b"), fold = false;
-      if (int p = producer_with(f, a, kT); p >= 0) {
+      if (int p = transpose_producer(f, a); p >= 0) {
         a = f.nodes[p].inputs.at(0);
         ta = !ta;
         fold = true;
       }
-      if (int p = producer_with(f, b, kT); p >= 0) {
+      if (int p = transpose_producer(f, b); p >= 0) {
         b = f.nodes[p].inputs.at(0);
         tb = !tb;
         fold = true;
@@ -114,7 +118,7 @@ void fold_transpose(Function& f) {
     auto readers = consumers(f);
     auto outs = output_values(f);
     for (auto& n : f.nodes) {
-      if (n.dead || n.op != kT) continue;
+      if (n.dead || !is_t(n)) continue;
       int v = n.outputs[0];
       if (v < 0 || (readers[v].empty() && !outs[v])) {
         n.dead = true;

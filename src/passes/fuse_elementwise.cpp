@@ -10,8 +10,9 @@ namespace ts {
 
 namespace {
 
+// A one-element constant the fused kernel takes as an immediate.
 bool is_const_node(const Function& f, const Node& n) {
-  return (n.op == "trainstep.constant" || n.op == "aten.scalar_tensor.default") && n.inputs.empty() &&
+  return def_of(n).constant != ConstRole::None && n.inputs.empty() &&
          n.outputs.size() == 1 && n.outputs[0] >= 0 && f.value_types[n.outputs[0]].numel() == 1;
 }
 

@@ -11,7 +11,8 @@ bool zero_number(const json& j) { return j.is_number() && j.get<double>() == 0.0
 
 bool is_zero_constant(const Function& f, int v) {
   const int p = f.producer[v];
-  if (p < 0 || f.nodes[p].op != "trainstep.constant" || !f.value_types[v].shape.empty()) return false;
+  if (p < 0 || def_of(f.nodes[p]).constant != ConstRole::Literal || !f.value_types[v].shape.empty())
+    return false;
   return zero_number(f.nodes[p].attrs.value("value", json()));
 }
 
@@ -22,8 +23,8 @@ struct Rewriter {
 
   // The op's own word on whether this node can take relu's backward.
   bool fusable(const Node& n, const TensorType& x) const {
-    const OpDef* d = n.def ? n.def : OpRegistry::get().find(n.op);
-    return d && d->relu_backward_fusable && d->relu_backward_fusable(node_ctx(f, n), x);
+    const OpDef& d = def_of(n);
+    return d.relu_backward_fusable && d.relu_backward_fusable(node_ctx(f, n), x);
   }
 
   bool only_reader(int v, int node) const {
@@ -37,21 +38,25 @@ struct Rewriter {
     if (pb.inputs[1] != x || f.producer[idx] < 0) return false;
     const int fi = f.producer[idx];
     const Node& fwd = f.nodes[fi];
-    if (fwd.op != "aten.max_pool2d_with_indices.default" || fwd.inputs[0] != x ||
+    if (def_of(fwd).fuse_role != FuseRole::MaxPool || fwd.inputs[0] != x ||
         fwd.attrs != pb.attrs || !only_reader(idx, gi))
       return false;
     const TensorType xt = f.value_types[x];  // a copy: add_value below grows value_types
     if (!fusable(fwd, xt)) return false;
 
+    // The forward and the where take their fused forms (max_pool2d_code
+    // and its backward).
+    const char* code_fwd = def_of(fwd).relu_fused;
+    const char* code_bwd = def_of(pb).relu_fused;
     const TensorType ct{DType::U8, f.value_types[idx].shape};
     const int code = add_value(f, fwd.name + ".code", ct);
     Node& fw = f.nodes[fi];
-    fw.op = "trainstep.max_pool2d_code";
+    fw.op = code_fwd;
     fw.def = nullptr;  // compact() re-resolves it
     fw.outputs[1] = code;
     fw.declared[1] = ct;
     Node& y = f.nodes[wi];
-    y.op = "trainstep.max_pool2d_code_backward";
+    y.op = code_bwd;
     y.def = nullptr;
     y.attrs = fw.attrs;
     y.attrs["input_size"] = {xt.shape[xt.shape.size() - 2], xt.shape[xt.shape.size() - 1]};
@@ -65,7 +70,7 @@ struct Rewriter {
     Node& cb = f.nodes[gi];
     if (cb.inputs[1] != x || cb.outputs[0] != f.nodes[wi].inputs[2]) return false;
     if (!fusable(cb, f.value_types[x])) return false;
-    cb.op = "trainstep.conv_backward_relu";
+    cb.op = def_of(cb).relu_fused;
     cb.def = nullptr;
     cb.outputs[0] = f.nodes[wi].outputs[0];
     cb.declared[0] = f.nodes[wi].declared[0];
@@ -81,20 +86,21 @@ void fuse_relu_backward(Function& f) {
   bool changed = false;
   for (int wi = 0; wi < static_cast<int>(f.nodes.size()); ++wi) {
     const Node& w = f.nodes[wi];
-    if (w.dead || w.op != "aten.where.self" || w.inputs.size() != 3 || w.outputs[0] < 0) continue;
+    if (w.dead || def_of(w).fuse_role != FuseRole::Where || w.inputs.size() != 3 || w.outputs[0] < 0)
+      continue;
     const int mask = w.inputs[0], zero = w.inputs[1], g = w.inputs[2];
     if (mask < 0 || zero < 0 || g < 0 || f.producer[mask] < 0 || f.producer[g] < 0) continue;
     const int li = f.producer[mask], gi = f.producer[g];
     const Node& le = f.nodes[li];
-    if (le.op != "aten.le.Scalar" || !zero_number(le.attrs.value("other", json())) ||
+    if (def_of(le).fuse_role != FuseRole::LeScalar || !zero_number(le.attrs.value("other", json())) ||
         !is_zero_constant(f, zero) || !rw.only_reader(g, wi))
       continue;
     const int x = le.inputs[0];
     if (f.value_types[w.outputs[0]] != f.value_types[x]) continue;
-    const std::string& op = f.nodes[gi].op;
+    const FuseRole role = def_of(f.nodes[gi]).fuse_role;
     bool done = false;
-    if (op == "aten.max_pool2d_with_indices_backward.default") done = rw.pool(wi, gi, x);
-    if (op == "aten.convolution_backward.default") done = rw.conv(wi, gi, x);
+    if (role == FuseRole::MaxPoolBackward) done = rw.pool(wi, gi, x);
+    if (role == FuseRole::ConvBackward) done = rw.conv(wi, gi, x);
     if (!done) continue;
     if (rw.only_reader(mask, wi)) f.nodes[li].dead = true;
     if (rw.only_reader(zero, wi)) f.nodes[f.producer[zero]].dead = true;

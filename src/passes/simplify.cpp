@@ -13,8 +13,6 @@ namespace ts {
 
 namespace {
 
-bool is(const Node& n, const char* op) { return n.op == op; }
-
 bool is_const(const Function& f, int v, double want) {
   std::optional<double> c = constant_value(f, v);
   return c && *c == want;
@@ -25,17 +23,13 @@ bool attr_is(const Node& n, const char* key, double want) {
   return n.attrs.contains(key) && n.attrs.at(key).is_number() && n.attrs.at(key).get<double>() == want;
 }
 
-// alpha absent or 1: `self + alpha * other` is plain addition.
-bool unit_alpha(const Node& n) {
-  return !n.attrs.contains("alpha") || n.attrs.at("alpha").is_null() || attr_is(n, "alpha", 1);
+// The scale (alpha) absent or 1: `self + alpha * other` is plain addition.
+bool unit_scale(const Node& n, const char* key) {
+  return !n.attrs.contains(key) || n.attrs.at(key).is_null() || attr_is(n, key, 1);
 }
 
-bool is_view(const Node& n) {
-  return is(n, "aten.view.default") || is(n, "aten._unsafe_view.default") ||
-         is(n, "aten.reshape.default");
-}
-
-// The value n can be replaced by, or -1.
+// The value n can be replaced by, or -1. The op's Algebra says which rules
+// hold for it.
 int identity_of(const Function& f, Node& n) {
   const int out = n.outputs[0];
   auto in = [&](size_t k) { return k < n.inputs.size() ? n.inputs[k] : -1; };
@@ -43,26 +37,23 @@ int identity_of(const Function& f, Node& n) {
   auto keep = [&](int x) { return x >= 0 && same_type(f.value_types[x], f.value_types[out]) ? x : -1; };
   const int a = in(0), b = in(1);
   if (a < 0) return -1;
-  if (is(n, "aten.mul.Tensor")) {
-    if (b >= 0 && is_const(f, b, 1) && keep(a) >= 0) return a;
-    if (b >= 0 && is_const(f, a, 1)) return keep(b);
+  const OpDef& d = def_of(n);
+  const Algebra& al = d.algebra;
+  if (al.identity && (!al.scale_attr || unit_scale(n, al.scale_attr))) {
+    const double e = *al.identity;
+    if (al.identity_attr) {
+      if (attr_is(n, al.identity_attr, e)) return keep(a);
+    } else if (b >= 0) {
+      if (is_const(f, b, e) && keep(a) >= 0) return a;
+      if (al.commutes && is_const(f, a, e)) return keep(b);
+    }
   }
-  if (is(n, "aten.div.Tensor") && b >= 0 && is_const(f, b, 1)) return keep(a);
-  if (is(n, "aten.add.Tensor") && b >= 0 && unit_alpha(n)) {
-    if (is_const(f, b, 0) && keep(a) >= 0) return a;
-    if (is_const(f, a, 0)) return keep(b);
-  }
-  if (is(n, "aten.sub.Tensor") && b >= 0 && unit_alpha(n) && is_const(f, b, 0)) return keep(a);
-  if ((is(n, "aten.mul.Scalar") || is(n, "aten.div.Scalar")) && attr_is(n, "other", 1)) return keep(a);
-  if ((is(n, "aten.add.Scalar") || is(n, "aten.sub.Scalar")) && unit_alpha(n) && attr_is(n, "other", 0))
-    return keep(a);
   const Node* p = producer_of(f, a);
-  if (is(n, "aten.t.default") && p && is(*p, "aten.t.default")) return keep(p->inputs[0]);
-  if (is(n, "aten.neg.default") && p && is(*p, "aten.neg.default")) return keep(p->inputs[0]);
-  if (is(n, "aten._to_copy.default")) return keep(a);
-  if (n.def && n.def->alias_input0) {
+  if (al.involution && p && p->op == n.op) return keep(p->inputs[0]);
+  if (al.value_cast) return keep(a);
+  if (d.alias_input0) {
     // A view of a reshape views the original: all reinterpret one buffer.
-    while (is_view(n) && p && p->def && p->def->alias_input0) {
+    while (al.reshape_like && p && p->def && p->def->alias_input0) {
       n.inputs[0] = p->inputs[0];
       p = producer_of(f, n.inputs[0]);
     }
