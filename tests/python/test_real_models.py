@@ -47,6 +47,7 @@ import pytest
 import torch
 
 from conftest import ROOT, SPECS, run
+from test_errors import _one_line_error
 
 REAL = os.path.join(SPECS, "real")
 
@@ -113,19 +114,21 @@ def test_structured_inputs(tmp_path):
             "and the datasets feed one") in p.stderr, p.stderr
 
 
+def _export_refused(tmp_path, spec, *needles):
+    p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
+    assert not (tmp_path / "x.tstep").exists()
+    return _one_line_error(p, *needles, prefix="trainstep export: ")
+
+
 def test_state_carried_across_batches_in_an_attribute_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("CARRY", "1")
     spec = os.path.join(REAL, "cached_mask.py")
-    p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
-    assert p.returncode != 0
-    err = p.stderr.strip()
-    assert len(err.splitlines()) == 1, err
+    err = _export_refused(tmp_path, spec,
+                          "the plain attribute 'memory' and it changes from one batch to the next",
+                          "self.register_buffer('memory', ...)")
     with open(spec) as f:
         line = next(i for i, t in enumerate(f, 1) if "self.memory = x.detach()" in t)
     assert err.startswith(f"trainstep export: {spec}:{line}: "), err
-    assert "the plain attribute 'memory' and it changes from one batch to the next" in err
-    assert "self.register_buffer('memory', ...)" in err
-    assert not (tmp_path / "x.tstep").exists()
 
 
 def test_an_attribute_forward_only_writes_may_change(tmp_path, monkeypatch):
@@ -135,13 +138,8 @@ def test_an_attribute_forward_only_writes_may_change(tmp_path, monkeypatch):
 
 def test_structured_target_with_two_tensors_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("TARGETS", "2")
-    spec = os.path.join(REAL, "structured_inputs.py")
-    p = run("export", spec, "--out", tmp_path / "x.tstep", check=False)
-    assert p.returncode != 0
-    err = p.stderr.strip()
-    assert len(err.splitlines()) == 1, err
-    assert "structured_inputs.py:" in err
-    assert "the example target holds 2 tensors (target/label, target/weight)" in err
+    _export_refused(tmp_path, os.path.join(REAL, "structured_inputs.py"), "structured_inputs.py:",
+                    "the example target holds 2 tensors (target/label, target/weight)")
 
 
 def test_vae_returns_its_tuple(tmp_path):
