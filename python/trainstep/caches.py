@@ -40,7 +40,7 @@ class CacheWatch:
         self.known = {p: set(vars(m)) for p, m in mods.items()}
         self.resetting = True
         self.changing = {}  # "path.name" -> 'FILE:LINE' of its assignment (or None)
-        self._last = {}     # (id(root), path, name) -> the value the last forward left
+        self._last = {}     # (path, name) -> the value the last forward left (one natural run)
         # By module path, through the root the hook is called on, so deep
         # copies of the model (the golden run's) reset their own attributes.
         model.register_forward_pre_hook(lambda root, args: self._forward(root, False))
@@ -69,15 +69,15 @@ class CacheWatch:
         for path, m, k, v in self._caches(root):
             if not self.resetting:
                 if after:
-                    self._note(root, path, m, k, v)
+                    self._note(path, m, k, v)
                 continue
             if k in self.was_none[path]:
                 setattr(m, k, None)
             else:
                 delattr(m, k)
 
-    def _note(self, root, path, m, k, v):
-        key = (id(root), path, k)
+    def _note(self, path, m, k, v):
+        key = (path, k)
         last = self._last.get(key)
         if last is not None and not (last.shape == v.shape and last.dtype == v.dtype
                                      and torch.equal(last, v)):
