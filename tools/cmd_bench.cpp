@@ -95,7 +95,8 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("--warmup", *warmup, "untimed steps first");
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--profile", *profile, "time per op; share outside compute kernels");
-  add_example(cmd, "trainstep bench mnist.tstep --steps 100 --profile");
+  add_examples(cmd, {"trainstep bench mnist.tstep --steps 100 --profile",
+                    "trainstep bench mnist.tstep --device cuda --steps 200"});
   cmd->callback([=, &action] {
     action = [=] {
       using clock = std::chrono::steady_clock;
@@ -125,9 +126,14 @@ void add_bench(CLI::App& app, Action& action) {
       if (s->collective()) s->collective()->reset_reduce_seconds();
       size_t state_bytes = 0;
       for (const auto& n : s->state_names()) state_bytes += s->state(n).nbytes();
-      if (lead) std::printf("%s\n", ts::memory_summary(s->train_executor().plan(), state_bytes).c_str());
-      if (lead) std::printf("kernels: %s (this CPU: %s; TRAINSTEP_ISA forces a lower level)\n",
-                  ts::cpu_isa_name(ts::cpu_isa()), ts::cpu_isa_name(ts::detected_cpu_isa()));
+      if (so.device != ts::Device::Cpu) {
+        std::printf("device: %s; train_step: %s\n", s->device_description().c_str(),
+                    s->train_step_description().c_str());
+      } else {
+        if (lead) std::printf("%s\n", ts::memory_summary(s->train_executor().plan(), state_bytes).c_str());
+        if (lead) std::printf("kernels: %s (this CPU: %s; TRAINSTEP_ISA forces a lower level)\n",
+                    ts::cpu_isa_name(ts::cpu_isa()), ts::cpu_isa_name(ts::detected_cpu_isa()));
+      }
       std::vector<double> ms;
       ms.reserve(*steps);  // the timed loop allocates nothing
       double total = 0;

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "graph_svg.h"
 #include "ir/program.h"
+#include "runtime/device.h"
 #include "ir/text.h"
 #include "passes/pipeline.h"
 #include "memory_svg.h"
@@ -74,7 +75,7 @@ void add_inspect(CLI::App& app, Action& action) {
       const ts::Program& p = a.program;
       if (!graph->empty() || !memory->empty()) {
         ts::Function f = p.function(*fn);
-        ts::optimize(f, sopts->compile);
+        ts::optimize(f, sopts->compile, sopts->device);
         if (!graph->empty()) {
           save(*graph, graph_svg(f));
           int fused = 0;
@@ -94,7 +95,7 @@ void add_inspect(CLI::App& app, Action& action) {
       }
       if (!ir->empty()) {
         ts::Function f = p.function(*ir);
-        ts::optimize(f, sopts->compile);
+        ts::optimize(f, sopts->compile, sopts->device);
         std::printf("%s", ts::print_function(f).c_str());
         return 0;
       }
@@ -148,11 +149,22 @@ void add_inspect(CLI::App& app, Action& action) {
 void add_ops(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("ops", "List the supported ops");
   auto as_json = std::make_shared<bool>(false);
+  auto device = std::make_shared<std::string>("cpu");
   cmd->add_flag("--json", *as_json, "machine-readable list (used by the exporter)");
-  add_example(cmd, "trainstep ops | grep convolution");
+  cmd->add_option("--device", *device,
+                  "cuda: only the ops with CUDA kernels in this build (none in a build without "
+                  "the CUDA backend)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  add_examples(cmd, {"trainstep ops | grep convolution", "trainstep ops --device cuda"});
   cmd->callback([=, &action] {
     action = [=] {
-      const auto& ops = ts::OpRegistry::get().all();
+      std::vector<ts::OpDef> ops;
+      const ts::Device d = ts::parse_device(*device);
+      const std::vector<std::string> on_device = ts::device_kernel_ops(d);
+      for (const auto& op : ts::OpRegistry::get().all())
+        if (d == ts::Device::Cpu ||
+            std::find(on_device.begin(), on_device.end(), op.name) != on_device.end())
+          ops.push_back({op.name, op.doc});
       if (*as_json) {
         // The exporter refuses a binary of another version (python/trainstep/versions.py).
         ts::json j = {{"version", ts::kFormatVersion},

@@ -23,6 +23,10 @@ void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
   auto off = [&](const char* flag, bool& field, const char* what) {
     cmd->add_flag_callback(flag, [&field] { field = false; }, what);
   };
+  cmd->add_option_function<std::string>(
+         "--device", [&o](const std::string& v) { o.device = ts::parse_device(v); },
+         "where the steps run: cpu (default) or cuda (a build with the CUDA backend, and a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   off("--no-fusion", o.compile.fusion, "disable fused kernels (plain path)");
   off("--no-inplace", o.compile.inplace, "write new state to fresh buffers, then copy");
   off("--no-cleanup", o.compile.cleanup, "skip DCE/CSE/folding/simplification");

@@ -230,7 +230,8 @@ void add_verify(CLI::App& app, Action& action) {
                       "every value (default: each value's tolerance calibrated at export)")
           ->check(finite_at_least(0));
   add_session_flags(cmd, *sopts);
-  add_examples(cmd, {"trainstep verify mnist.tstep", "trainstep verify mnist.tstep --trace --no-fusion"});
+  add_examples(cmd, {"trainstep verify mnist.tstep", "trainstep verify mnist.tstep --trace --no-fusion",
+                    "trainstep verify mnist.tstep --device cuda"});
   cmd->add_flag("--quiet,-q", *quiet, "print only failures and the final line");
   cmd->add_flag("--trace", *trace,
                 "first compare every node of step 0 with the recorded eager values "
@@ -244,6 +245,8 @@ void add_verify(CLI::App& app, Action& action) {
       if (!g.contains("steps")) ts::fail(*path + ": the artifact has no golden trace");
       const Tolerance tol_of(a, tol_opt->count() ? std::optional<double>(*tol) : std::nullopt);
       std::printf("verify: %s\n", tol_of.describe().c_str());
+      if (sopts->device != ts::Device::Cpu)
+        std::printf("verify: on %s\n", s->device_description().c_str());
       std::string failed;
       if (*trace) {
         std::string t = trace_step0(a, *tol, sopts->threads, *quiet);

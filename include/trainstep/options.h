@@ -2,6 +2,7 @@
 // (SessionOptions::compile). All on by default; turning one off is for
 // debugging and measurement (`trainstep train --no-fusion`, ...).
 #pragma once
+#include <string>
 
 namespace ts {
 
@@ -10,5 +11,14 @@ struct CompileOptions {
   bool fusion = true;   // fused elementwise groups, oneDNN post-ops, blocked layouts
   bool inplace = true;  // new state written into the old state's buffers
 };
+
+// Where a session's steps run. Cuda needs a build with the CUDA backend
+// (cmake -DTRAINSTEP_WITH_CUDA=ON, the default where nvcc is found) and a
+// GPU; the state then lives on the GPU and each step is one CUDA graph.
+enum class Device { Cpu, Cuda };
+
+// "cpu" / "cuda"; anything else throws ts::Error listing the two.
+Device parse_device(const std::string& name);
+const char* device_name(Device d);
 
 }  // namespace ts

@@ -34,6 +34,7 @@ struct Program;
 struct StateSpec;
 class Executor;
 class BoundStep;
+class ComputeDevice;
 enum class StepKind : int;
 
 // What a training step does when the loss or a new state tensor is NaN or
@@ -65,6 +66,7 @@ struct StepMetrics {
 
 struct SessionOptions {
   int threads = 0;  // 0: the calling thread's OpenMP default
+  Device device = Device::Cpu;  // see trainstep/options.h
   CompileOptions compile;
   // Bound on the memory the session allocates for state and the steps'
   // arenas, in bytes (0: the machine's physical memory). Checked before
@@ -190,7 +192,12 @@ class Session {
   // unless something is wrong.
   void check_state_replicated() const;
 
-  // Per-node timing of train_step (see Executor::set_profiling).
+  // Where the steps run (SessionOptions::device), e.g. "cpu" or
+  // "cuda:0 (NVIDIA H200)"; and, on a device, how train_step is launched.
+  std::string device_description() const;
+  std::string train_step_description() const;
+
+  // Per-node timing of train_step (see Executor::set_profiling); CPU only.
   void set_profiling(bool on);
   const Executor& train_executor() const;
   // Bytes the session holds for state, gradient accumulators and the steps'
@@ -230,10 +237,18 @@ class Session {
   // Throws unless every rank loaded the same model and state layout.
   void check_replicas() const;
 
+  // On a device the state lives there; state_ is its host copy, read back
+  // when stale (after a step) and written through by set_state.
+  void sync_host_state() const;
+
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;
   std::vector<std::string> names_;
-  std::map<std::string, HostTensor> state_;
+  mutable std::map<std::string, HostTensor> state_;
+  std::unique_ptr<ComputeDevice> device_;     // null on the CPU
+  std::shared_ptr<void> device_state_buf_;    // one allocation for all state
+  std::map<std::string, void*> device_state_;
+  mutable bool host_stale_ = false;
   std::map<std::string, HostTensor> grads_;  // accumulators, by parameter name (grad_step)
   std::map<StepKind, std::unique_ptr<BoundStep>> steps_;
   HostTensor lr_t_, seed_t_, step_t_, eval_offset_t_;

@@ -45,18 +45,22 @@ void cleanup(Function& f) {
 
 }  // namespace
 
-void optimize(Function& f, const CompileOptions& o) {
+void optimize(Function& f, const CompileOptions& o, Device d) {
   if (o.cleanup) cleanup(f);
   // Fusion after cleanup, so groups see folded constants and no no-op
   // arithmetic. Transposes fold into matmuls and relus into convs before
   // the elementwise groups form, so those relus are not grouped away.
   if (o.fusion) {
     fold_transpose(f);
-    fuse_conv_relu(f);
-    fuse_relu_backward(f);
+    // The relu folds and blocked layouts are oneDNN's forms: the CUDA
+    // kernels take plain layouts and the unfused ops.
+    if (d == Device::Cpu) {
+      fuse_conv_relu(f);
+      fuse_relu_backward(f);
+    }
     fuse_elementwise(f);
     // Last: it needs the final producers and readers of each activation.
-    plan_layouts(f, preferred_channel_block());
+    if (d == Device::Cpu) plan_layouts(f, preferred_channel_block());
   }
   // In-place planning happens in the executor's memory plan; this order
   // lets it free each gradient as soon as its update has run.

@@ -7,7 +7,8 @@
 
 namespace ts {
 
-// Runs the enabled passes on f (a copy of the artifact's function).
-void optimize(Function& f, const CompileOptions& o);
+// Runs the enabled passes on f (a copy of the artifact's function), in the
+// forms device d's kernels take.
+void optimize(Function& f, const CompileOptions& o, Device d = Device::Cpu);
 
 }  // namespace ts

@@ -40,8 +40,22 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
     : kind_(kind), fn_(std::move(fn)) {
   const Function& f = *fn_;
   const std::string where = artifact + ": " + f.name;
-  ex_ = std::make_unique<Executor>(f, threads, std::move(plan), b.collective);
-  for (size_t i = 0; i < f.inputs.size(); ++i) {
+  if (b.device) {
+    dev_ = b.device->compile(f, std::move(plan));
+    for (size_t i = 0; i < f.inputs.size(); ++i) {
+      const Port& in = f.inputs[i];
+      switch (in.role) {
+        case Role::State: dev_->bind_device_input(int(i), b.device_state->at(in.state)); break;
+        case Role::Lr: dev_->bind_host_input(int(i), b.lr); break;
+        case Role::RngSeed: dev_->bind_host_input(int(i), b.seed); break;
+        case Role::RngOffset: dev_->bind_host_input(int(i), b.rng_offset); break;
+        default: break;  // the batch: bind_batch
+      }
+    }
+  } else {
+    ex_ = std::make_unique<Executor>(f, threads, std::move(plan), b.collective);
+  }
+  for (size_t i = 0; i < f.inputs.size() && ex_; ++i) {
     const Port& in = f.inputs[i];
     void* data = nullptr;
     switch (in.role) {
@@ -83,7 +97,16 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
          (batch && target_ < 0 ? "target" : needs_loss && loss_ < 0 ? "loss" : "model output or per-sample loss"));
 }
 
-float BoundStep::loss_value() const { return static_cast<float>(element(ex_->output(loss_), 0)); }
+Executor& BoundStep::executor() {
+  if (!ex_) fail(fn_->name + " runs on a device; per-node profiles are for --device cpu");
+  return *ex_;
+}
+
+const Executor& BoundStep::executor() const { return const_cast<BoundStep*>(this)->executor(); }
+
+size_t BoundStep::memory_bytes() const { return dev_ ? dev_->device_bytes() : ex_->arena_bytes(); }
+
+float BoundStep::loss_value() const { return static_cast<float>(element(output(loss_), 0)); }
 
 void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor& target) {
   const Function& f = *fn_;
@@ -99,6 +122,11 @@ void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor& targ
   const Port& t = f.inputs[target_];
   if (!has_type(target, t.type) || !target.data)
     fail(f.name + ": target is " + target.type().str() + ", expected " + t.type.str());
+  if (dev_) {
+    for (size_t i = 0; i < inputs_.size(); ++i) dev_->bind_host_input(inputs_[i], inputs[i].data);
+    dev_->bind_host_input(target_, target.data);
+    return;
+  }
   for (size_t i = 0; i < inputs_.size(); ++i) ex_->bind_input(inputs_[i], inputs[i].data);
   ex_->bind_input(target_, target.data);
 }
@@ -106,10 +134,18 @@ void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor& targ
 std::string BoundStep::find_nonfinite(bool with_loss, const Renewal& outs, const Program& p,
                                       int threads) const {
   if (with_loss && loss_ >= 0) {
-    const Tensor& l = ex_->output(loss_);
+    const Tensor& l = output(loss_);
     if (int64_t i = first_nonfinite(l, threads); i >= 0) return "the loss is " + describe(l, i);
   }
   const Function& fn = *fn_;
+  if (dev_) {  // checked on the device, where the new state is
+    const int out = dev_->first_nonfinite_state();
+    if (out < 0) return {};
+    const Port& port = fn.outputs[out];
+    const StateSpec* spec = p.find_state(port.state);
+    return "the new value of '" + port.state + "' (" + (spec ? spec->kind : "state") +
+           ") holds a NaN or inf (on the device)";
+  }
   for (const auto& [out, dst] : outs) {
     const Port& port = fn.outputs[out];
     // A state the step passes through unchanged (a constant buffer such as

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "runtime/device.h"
 #include "runtime/executor.h"
 
 namespace ts {
@@ -30,6 +31,10 @@ struct StepBindings {
   void* seed = nullptr;
   void* rng_offset = nullptr;  // train/grad: the global step; eval: the eval offset
   Collective* collective = nullptr;  // what a data-parallel step's all-reduces use
+  // A step on a device (--device cuda): compiled there, its state inputs
+  // bound to the session's device copy of the state (by name).
+  ComputeDevice* device = nullptr;
+  const std::map<std::string, void*>* device_state = nullptr;
 };
 
 class BoundStep {
@@ -42,14 +47,24 @@ class BoundStep {
 
   StepKind kind() const { return kind_; }
   const Function& function() const { return *fn_; }
-  Executor& executor() { return *ex_; }
-  const Executor& executor() const { return *ex_; }
+  // The CPU executor; a device step has none (fails naming the device).
+  Executor& executor();
+  const Executor& executor() const;
+  // The device step, or null on the CPU.
+  const DeviceStep* device_step() const { return dev_.get(); }
+  // Device memory the step holds, or the CPU arena's bytes.
+  size_t memory_bytes() const;
 
   // Checks the batch against the model-input and target ports (the error
   // names the port) and binds it.
   void bind_batch(const std::vector<Tensor>& inputs, const Tensor& target);
-  void run() { ex_->run(); }
-  const Tensor& output(int slot) const { return ex_->output(slot); }
+  void run() {
+    if (dev_) dev_->run();
+    else ex_->run();
+  }
+  // A non-state output; on a device new state stays there (see
+  // find_nonfinite for its check).
+  const Tensor& output(int slot) const { return dev_ ? dev_->output(slot) : ex_->output(slot); }
 
   // Ports by role (slots are indices into the function's inputs/outputs).
   const std::vector<int>& inputs() const { return inputs_; }  // model inputs, by index
@@ -73,7 +88,8 @@ class BoundStep {
  private:
   StepKind kind_;
   std::unique_ptr<Function> fn_;
-  std::unique_ptr<Executor> ex_;
+  std::unique_ptr<Executor> ex_;       // on the CPU
+  std::unique_ptr<DeviceStep> dev_;    // or on a device
   std::vector<int> inputs_, outputs_;
   int target_ = -1, loss_ = -1, sample_loss_ = -1;
   Renewal state_out_, grad_out_;

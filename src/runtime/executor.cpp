@@ -29,28 +29,13 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* 
     if (n.def->alias_input0) continue;
     Step s;
     s.node = &n;
-    std::vector<TensorType> out_types;
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      out_types.push_back(n.outputs[k] >= 0 ? f.value_types[n.outputs[k]] : n.declared[k]);
+    s.io = node_io(f, n, plan_);
     NodeCtx ctx = node_ctx(f, n);
-    KernelCtx kctx{ctx, out_types, threads_, collective};
+    KernelCtx kctx{ctx, s.io.out_types, threads_, collective};
     s.kernel = n.def->make(kctx);
-    s.in.resize(n.inputs.size());
-    s.out.resize(n.outputs.size());
-    s.out_live.resize(n.outputs.size());
-    for (size_t k = 0; k < n.inputs.size(); ++k)
-      if (n.inputs[k] >= 0) s.in[k] = values_[n.inputs[k]];
-    bool any_live = false;
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      s.out[k].dtype = out_types[k].dtype;
-      s.out[k].shape = out_types[k].shape;
-      // Data pointers (arena, bound inputs, donated buffers) are set by refresh().
-      s.out_live[k] = n.outputs[k] >= 0 && plan_.live[n.outputs[k]];
-      any_live = any_live || s.out_live[k];
-    }
     // A node nobody reads (kept without cleanup) is made, so it is
     // validated, but never run: kernels need not handle all outputs null.
-    if (!any_live) continue;
+    if (!s.io.any_live) continue;
     times_.push_back({&n, 0});
     steps_.push_back(std::move(s));
   }
@@ -70,12 +55,7 @@ void Executor::refresh() {
   // caller-bound memory); roots are never aliases themselves.
   for (size_t v = 0; v < values_.size(); ++v)
     if (plan_.root[v] != static_cast<int>(v)) values_[v].data = values_[plan_.root[v]].data;
-  for (auto& s : steps_) {
-    for (size_t k = 0; k < s.in.size(); ++k)
-      s.in[k].data = s.node->inputs[k] >= 0 ? values_[s.node->inputs[k]].data : nullptr;
-    for (size_t k = 0; k < s.out.size(); ++k)
-      s.out[k].data = s.out_live[k] ? values_[s.node->outputs[k]].data : nullptr;
-  }
+  for (auto& s : steps_) s.io.point(*s.node, values_);
   dirty_ = false;
 }
 
@@ -87,7 +67,7 @@ void Executor::run() {
   if (threads_ > 0) omp_set_num_threads(threads_);
   if (observer_) return run_observed();
   if (!profiling_) {
-    for (auto& s : steps_) s.kernel->run(s.in.data(), s.out.data());
+    for (auto& s : steps_) s.kernel->run(s.io.in.data(), s.io.out.data());
     return;
   }
   using clock = std::chrono::steady_clock;
@@ -95,7 +75,7 @@ void Executor::run() {
   for (size_t i = 0; i < steps_.size(); ++i) {
     const double layout0 = LayoutTimer::seconds();
     auto t0 = clock::now();
-    steps_[i].kernel->run(steps_[i].in.data(), steps_[i].out.data());
+    steps_[i].kernel->run(steps_[i].io.in.data(), steps_[i].io.out.data());
     times_[i].seconds += std::chrono::duration<double>(clock::now() - t0).count();
     times_[i].layout_seconds += LayoutTimer::seconds() - layout0;
   }
@@ -108,7 +88,7 @@ void Executor::run_observed() {
   std::vector<const Tensor*> outs;
   for (const Node& n : f_.nodes) {
     if (k < steps_.size() && steps_[k].node == &n) {
-      steps_[k].kernel->run(steps_[k].in.data(), steps_[k].out.data());
+      steps_[k].kernel->run(steps_[k].io.in.data(), steps_[k].io.out.data());
       ++k;
     }
     outs.clear();

@@ -20,6 +20,7 @@
 
 #include "ir/program.h"
 #include "runtime/memory_plan.h"
+#include "runtime/node_io.h"
 
 namespace ts {
 
@@ -71,8 +72,7 @@ class Executor {
   struct Step {
     const Node* node;
     std::unique_ptr<Kernel> kernel;
-    std::vector<Tensor> in, out;
-    std::vector<bool> out_live;  // false: nobody reads it, the kernel gets nullptr
+    NodeIO io;
   };
   const Function& f_;
   int threads_;

@@ -14,6 +14,7 @@
 #include "runtime/artifact.h"
 #include "runtime/bound_step.h"
 #include "runtime/checkpoint_file.h"
+#include "runtime/device.h"
 #include "trainstep/cpu.h"
 
 namespace ts {
@@ -104,6 +105,23 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     names_.push_back(s.name);
     state_.emplace(s.name, HostTensor(s.type.dtype, s.type.shape));
   }
+  if (o.device != Device::Cpu) {
+    // What the device backend does not do yet, refused before any work.
+    if (o.collective && o.collective->size() > 1)
+      fail(artifact_->path + ": data-parallel training runs on --device cpu only");
+    if (o.on_nonfinite == NonFinite::Skip)
+      fail(artifact_->path + ": --on-nonfinite skip runs on --device cpu only (use stop or off)");
+    device_ = open_device(o.device);
+    size_t bytes = 0;
+    std::vector<size_t> offsets;
+    for (const auto& s : p.state) {
+      offsets.push_back(bytes);
+      bytes += (s.type.nbytes() + 255) / 256 * 256;
+    }
+    device_state_buf_ = device_->alloc(bytes);
+    for (size_t i = 0; i < p.state.size(); ++i)
+      device_state_[p.state[i].name] = static_cast<char*>(device_state_buf_.get()) + offsets[i];
+  }
   reset_state();
   lr_ = p.optimizer.value("lr", 0.0);
   lr_t_ = HostTensor(DType::F32, {});
@@ -139,11 +157,14 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   std::vector<std::pair<StepKind, std::unique_ptr<Function>>> fns;
   for (StepKind k : kStepKinds) {
     if (!p.functions.count(step_function_name(k))) continue;
+    // Gradient accumulation is CPU-only for now: a device session has no
+    // grad_step/apply_step (grad_step() says so).
+    if (device_ && (k == StepKind::Grad || k == StepKind::Apply)) continue;
     auto f = k == StepKind::Train && parallel
                  ? std::make_unique<Function>(data_parallel_step(
                        p.function("grad_step"), p.function("apply_step"), o.buckets, artifact_->path))
                  : std::make_unique<Function>(p.function(step_function_name(k)));
-    optimize(*f, o.compile);
+    optimize(*f, o.compile, o.device);
     fns.emplace_back(k, std::move(f));
   }
   const Function* grad_fn = nullptr;
@@ -183,7 +204,7 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
     for (const Port& out : grad_fn->outputs)
       if (out.role == Role::Grad) grads_.emplace(out.state, HostTensor(out.type.dtype, out.type.shape));
   StepBindings b{&state_, &grads_, lr_t_.view.data, seed_t_.view.data, step_t_.view.data,
-                 o.collective.get()};
+                 o.collective.get(), device_.get(), &device_state_};
   for (size_t i = 0; i < fns.size(); ++i) {
     StepBindings bi = b;
     // Eval draws from its own stream position (see eval_step).
@@ -230,7 +251,21 @@ TensorType Session::target_type() const {
 const Tensor& Session::state(const std::string& name) const {
   auto it = state_.find(name);
   if (it == state_.end()) fail("no state tensor named '" + name + "'");
+  sync_host_state();
   return it->second.view;
+}
+
+void Session::sync_host_state() const {
+  if (!device_ || !host_stale_) return;
+  for (auto& [name, t] : state_) device_->download(t.view.data, device_state_.at(name), t.view.nbytes());
+  host_stale_ = false;
+}
+
+std::string Session::device_description() const { return device_ ? device_->name() : "cpu"; }
+
+std::string Session::train_step_description() const {
+  const DeviceStep* d = step(StepKind::Train).device_step();
+  return d ? d->describe() : std::string();
 }
 
 void Session::set_state(const std::string& name, const Tensor& v) {
@@ -238,7 +273,9 @@ void Session::set_state(const std::string& name, const Tensor& v) {
   if (it == state_.end()) fail("no state tensor named '" + name + "'");
   if (v.type() != it->second.view.type())
     fail("state '" + name + "' is " + it->second.view.type().str() + ", got " + v.type().str());
+  sync_host_state();  // the other tensors' host copies stay current
   std::memcpy(it->second.view.data, v.data, v.nbytes());
+  if (device_) device_->upload(device_state_.at(name), v.data, v.nbytes());
 }
 
 void Session::reset_state() {
@@ -305,6 +342,8 @@ bool Session::has_grad_functions() const { return find_step(StepKind::Grad) != n
 
 float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target) {
   BoundStep* g = find_step(StepKind::Grad);
+  if (!g && device_)
+    fail(artifact_->path + ": grad_step (gradient accumulation) runs on --device cpu only");
   if (!g)
     fail(artifact_->path + ": grad_step: the artifact has no grad_step (export it with --grads)");
   g->bind_batch(inputs, target);
@@ -347,6 +386,8 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target
 
 void Session::apply_grads() {
   BoundStep* ap = find_step(StepKind::Apply);
+  if (!ap && device_)
+    fail(artifact_->path + ": apply_grads (gradient accumulation) runs on --device cpu only");
   if (!ap)
     fail(artifact_->path +
          ": apply_grads: the artifact has no apply_step (export it with --grads)");
@@ -477,12 +518,15 @@ const Tensor& Session::grad(const std::string& name) const {
   return it->second.view;
 }
 
-void Session::set_profiling(bool on) { step(StepKind::Train).executor().set_profiling(on); }
+void Session::set_profiling(bool on) {
+  if (device_ && on) fail("per-op profiles (--profile) are for --device cpu");
+  if (!device_) step(StepKind::Train).executor().set_profiling(on);
+}
 const Executor& Session::train_executor() const { return step(StepKind::Train).executor(); }
 
 size_t Session::memory_bytes() const {
   size_t n = state_bytes_ + grads_bytes_;
-  for (const auto& [k, b] : steps_) n += b->executor().arena_bytes();
+  for (const auto& [k, b] : steps_) n += b->memory_bytes();
   return n;
 }
 
@@ -492,6 +536,10 @@ size_t Session::memory_bytes() const {
 // reads a buffer this loop already overwrote.
 void Session::copy_out_state(const BoundStep& b,
                              const std::vector<std::pair<int, Tensor*>>& outs) {
+  if (device_) {  // the step wrote its new state into the device state
+    host_stale_ = true;
+    return;
+  }
   auto in_state = [&](const void* p) {
     for (const auto& [name, t] : state_) {
       const char* base = static_cast<const char*>(t.view.data);
@@ -559,6 +607,7 @@ void Session::save_checkpoint(const std::string& path, const std::optional<RunPo
   m.nonfinite_skips = skipped_;
   m.run = run;
   m.extra = extra;
+  sync_host_state();
   write_checkpoint(path, checkpoint_metadata(m), program(), names_, state_);
 }
 

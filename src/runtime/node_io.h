@@ -1,0 +1,26 @@
+// A node's tensors as its kernel sees them, shared by the executors (CPU,
+// and each device's): inputs and outputs with their types, and which
+// outputs someone reads. Data pointers are set by point() once the values
+// have memory (an arena slot, a bound input, a donated buffer).
+#pragma once
+#include <vector>
+
+#include "ir/program.h"
+#include "runtime/memory_plan.h"
+
+namespace ts {
+
+struct NodeIO {
+  std::vector<TensorType> out_types;  // inferred, or as declared for an unused output
+  std::vector<Tensor> in, out;
+  std::vector<bool> out_live;  // false: nobody reads it, the kernel gets nullptr
+  bool any_live = false;       // a node none of whose outputs is read is not run
+
+  // Data pointers from `values` (by value id): an absent input and an
+  // unread output get nullptr.
+  void point(const Node& n, const std::vector<Tensor>& values);
+};
+
+NodeIO node_io(const Function& f, const Node& n, const MemoryPlan& plan);
+
+}  // namespace ts
