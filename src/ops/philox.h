@@ -1,11 +1,18 @@
 // Philox4x32-10 counter-based generator (Salmon et al., SC'11). The Python
 // exporter implements the same function; outputs must match bit for bit.
+// The CUDA kernels (src/cuda/random.cu) compile this same definition.
 #pragma once
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define TS_HOST_DEVICE __host__ __device__
+#else
+#define TS_HOST_DEVICE
+#endif
+
 namespace ts {
 
-inline void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+TS_HOST_DEVICE inline void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];
   for (int round = 0; round < 10; ++round) {

@@ -1,0 +1,56 @@
+#include "cuda/kernel.h"
+
+namespace ts::cuda {
+
+const KernelTable& KernelTable::get() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    register_pointwise(t);
+    register_matmul(t);
+    register_conv(t);
+    register_pool(t);
+    register_norm(t);
+    register_reduce(t);
+    register_softmax(t);
+    register_shape(t);
+    register_index(t);
+    register_random(t);
+    register_creation(t);
+    return t;
+  }();
+  return table;
+}
+
+const MakeKernel* KernelTable::find(const std::string& op) const {
+  auto it = by_op_.find(op);
+  return it == by_op_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> KernelTable::ops() const {
+  std::vector<std::string> r;
+  for (const auto& [op, m] : by_op_) r.push_back(op);
+  return r;
+}
+
+void KernelTable::add(const std::string& op, MakeKernel make) {
+  if (!by_op_.emplace(op, make).second) fail("CUDA kernel for '" + op + "' registered twice");
+}
+
+void check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess)
+    fail("CUDA: " + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+void check(cublasStatus_t s, const std::string& what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    fail("cuBLAS: " + what + ": " + cublasLtGetStatusName(s) + " (" + cublasLtGetStatusString(s) +
+         ")");
+}
+
+void check(cudnnStatus_t s, const std::string& what) {
+  if (s != CUDNN_STATUS_SUCCESS) fail("cuDNN: " + what + ": " + cudnnGetErrorString(s));
+}
+
+void check_launch(const char* kernel) { check(cudaGetLastError(), std::string("launch ") + kernel); }
+
+}  // namespace ts::cuda
