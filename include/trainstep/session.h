@@ -35,6 +35,7 @@ struct StateSpec;
 class Executor;
 class BoundStep;
 class ComputeDevice;
+struct NodeTime;
 enum class StepKind : int;
 
 // What a training step does when the loss or a new state tensor is NaN or
@@ -197,8 +198,10 @@ class Session {
   std::string device_description() const;
   std::string train_step_description() const;
 
-  // Per-node timing of train_step (see Executor::set_profiling); CPU only.
+  // Per-node timing of train_step (see Executor::set_profiling; on a
+  // device, kernel by kernel with device events instead of the graph).
   void set_profiling(bool on);
+  const std::vector<NodeTime>& train_profile() const;
   const Executor& train_executor() const;
   // Bytes the session holds for state, gradient accumulators and the steps'
   // arenas (what SessionOptions::max_memory bounds).

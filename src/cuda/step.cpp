@@ -103,6 +103,15 @@ CudaStep::CudaStep(const Function& f, MemoryPlan plan, std::shared_ptr<Handles> 
 CudaStep::~CudaStep() {
   if (exec_) cudaGraphExecDestroy(exec_);
   if (graph_) cudaGraphDestroy(graph_);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+void CudaStep::set_profiling(bool on) {
+  profiling_ = on;
+  if (!on || !events_.empty()) return;
+  events_.resize(2 * steps_.size());
+  for (cudaEvent_t& e : events_) check(cudaEventCreate(&e), "cudaEventCreate");
+  for (const Step& s : steps_) times_.push_back({s.node});
 }
 
 std::string CudaStep::where() const { return f_.name + " on " + h_->name; }
@@ -142,8 +151,12 @@ void CudaStep::enqueue() {
                             cudaMemcpyHostToDevice, st),
             where() + ": copy input '" + f_.inputs[hi.port].name + "'");
   const Ctx c{st, h_->blas, h_->dnn, workspace_.get(), workspace_bytes_};
-  for (Step& s : steps_) {
+  const bool timed = profiling_ && !events_.empty();  // never under capture (run())
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    if (timed) check(cudaEventRecord(events_[2 * i], st), "cudaEventRecord");
     s.kernel->run(s.io.in.data(), s.io.out.data(), c);
+    if (timed) check(cudaEventRecord(events_[2 * i + 1], st), "cudaEventRecord");
     if (debug_)
       check(cudaStreamSynchronize(st),
             where() + ": node '" + s.node->name + "' (" + s.node->op + ")");
@@ -230,7 +243,7 @@ void CudaStep::run() {
     std::memcpy(at(staging_, hi.offset), hi.host, hi.bytes);
   }
   if (const cudaError_t e = cudaSetDevice(h_->device); e != cudaSuccess) check(e, "cudaSetDevice");
-  if (debug_) {
+  if (debug_ || profiling_) {
     resolve();
     enqueue();
   } else if (dirty_ || !exec_) {
@@ -250,6 +263,12 @@ void CudaStep::run() {
   const cudaError_t e = cudaStreamSynchronize(h_->stream);
   if (e != cudaSuccess)
     check(e, where() + ": the step failed on the GPU (TRAINSTEP_CUDA_DEBUG=1 names the node)");
+  if (profiling_)
+    for (size_t i = 0; i < times_.size(); ++i) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]), "cudaEventElapsedTime");
+      times_[i].seconds += 1e-3 * ms;
+    }
 }
 
 const Tensor& CudaStep::output(int i) const {

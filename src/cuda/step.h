@@ -34,6 +34,8 @@ class CudaStep : public DeviceStep {
   int first_nonfinite_state() const override;
   size_t device_bytes() const override { return device_bytes_; }
   std::string describe() const override;
+  void set_profiling(bool on) override;
+  const std::vector<NodeTime>& profile() const override { return times_; }
 
  private:
   void resolve();               // value pointers from the plan and the bindings
@@ -78,6 +80,9 @@ class CudaStep : public DeviceStep {
   size_t graph_nodes_ = 0;
   bool dirty_ = true;  // pointers changed since the graph was recorded
   bool debug_ = false;
+  bool profiling_ = false;
+  std::vector<cudaEvent_t> events_;  // two per step node, while profiling
+  std::vector<NodeTime> times_;
 };
 
 }  // namespace ts::cuda

@@ -54,6 +54,12 @@ class BoundStep {
   const DeviceStep* device_step() const { return dev_.get(); }
   // Device memory the step holds, or the CPU arena's bytes.
   size_t memory_bytes() const;
+  // Per-node times (Executor / DeviceStep profiling).
+  void set_profiling(bool on) {
+    if (dev_) dev_->set_profiling(on);
+    else ex_->set_profiling(on);
+  }
+  const std::vector<NodeTime>& profile() const { return dev_ ? dev_->profile() : ex_->profile(); }
 
   // Checks the batch against the model-input and target ports (the error
   // names the port) and binds it.

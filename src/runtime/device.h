@@ -15,6 +15,7 @@
 
 #include "ir/program.h"
 #include "runtime/memory_plan.h"
+#include "runtime/node_io.h"
 #include "trainstep/options.h"
 
 namespace ts {
@@ -38,6 +39,10 @@ class DeviceStep {
   virtual size_t device_bytes() const = 0;
   // One line for `bench`: kernels per step, how the step is launched.
   virtual std::string describe() const = 0;
+  // Per-node device time, accumulated over runs while on. Profiled runs
+  // launch kernel by kernel (no graph), timed by device events.
+  virtual void set_profiling(bool on) = 0;
+  virtual const std::vector<NodeTime>& profile() const = 0;
 };
 
 class ComputeDevice {

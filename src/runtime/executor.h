@@ -41,11 +41,7 @@ class Executor {
 
   // Per-node timing, off by default (the timed path does not allocate
   // either). Times accumulate over runs until reset.
-  struct NodeTime {
-    const Node* node;
-    double seconds = 0;
-    double layout_seconds = 0;  // of which layout reorders inside the kernel
-  };
+  using NodeTime = ts::NodeTime;
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<NodeTime>& profile() const { return times_; }
   void reset_profile();

@@ -23,4 +23,11 @@ struct NodeIO {
 
 NodeIO node_io(const Function& f, const Node& n, const MemoryPlan& plan);
 
+// A node's accumulated run time in a profile (`bench --profile`).
+struct NodeTime {
+  const Node* node;
+  double seconds = 0;
+  double layout_seconds = 0;  // of which layout reorders inside the kernel (CPU)
+};
+
 }  // namespace ts

@@ -518,9 +518,9 @@ const Tensor& Session::grad(const std::string& name) const {
   return it->second.view;
 }
 
-void Session::set_profiling(bool on) {
-  if (device_ && on) fail("per-op profiles (--profile) are for --device cpu");
-  if (!device_) step(StepKind::Train).executor().set_profiling(on);
+void Session::set_profiling(bool on) { step(StepKind::Train).set_profiling(on); }
+const std::vector<NodeTime>& Session::train_profile() const {
+  return step(StepKind::Train).profile();
 }
 const Executor& Session::train_executor() const { return step(StepKind::Train).executor(); }
 

@@ -10,6 +10,7 @@
 #include "cuda_op_test.h"
 #include "test_util.h"
 #include "tiny_artifact.h"
+#include "runtime/node_io.h"
 #include "trainstep/session.h"
 
 namespace {
@@ -94,7 +95,24 @@ TEST(CudaSession, RefusesWhatOnlyTheCpuDoes) {
   EXPECT_NE(error_of([&] { ts::Session::open(path, o); }).find("runs on --device cpu only"),
             std::string::npos);
   auto s = ts::Session::open(path, on(ts::Device::Cuda));
-  EXPECT_NE(error_of([&] { s->set_profiling(true); }).find("--device cpu"), std::string::npos);
+  EXPECT_NE(error_of([&] { s->grad_step({}, {}); }).find("runs on --device cpu only"),
+            std::string::npos);
+}
+
+// Profiled steps run kernel by kernel (no graph) and give the same results.
+TEST(CudaSession, ProfileTimesEveryKernel) {
+  SKIP_WITHOUT_GPU();
+  const std::string path = ts_test::write_tiny_artifact(make_temp_dir());
+  auto a = ts::Session::open(path, on(ts::Device::Cuda));
+  auto b = ts::Session::open(path, on(ts::Device::Cuda));
+  HostTensor x(DType::F32, {2, 4}), y(DType::I64, {2});
+  for (int i = 0; i < 8; ++i) x.view.as<float>()[i] = 0.5f + 0.1f * i;
+  a->train_step({x.view}, y.view);  // recorded as a graph after this run
+  b->train_step({x.view}, y.view);
+  b->set_profiling(true);
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(b->train_step({x.view}, y.view), a->train_step({x.view}, y.view));
+  ASSERT_FALSE(b->train_profile().empty());
+  for (const ts::NodeTime& t : b->train_profile()) EXPECT_GT(t.seconds, 0) << t.node->name;
 }
 
 }  // namespace
