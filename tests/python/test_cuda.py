@@ -41,11 +41,14 @@ def test_unknown_device_is_a_usage_error(mnist_adadelta):
 
 
 @pytest.mark.parametrize("model", ["mnist", "resnet", "transformer"])
-def test_zoo_ops_have_cuda_kernels(artifacts, model):
+def test_zoo_ops_have_cuda_kernels(request, artifacts, model):
     have = cuda_ops()
     if not have:
         pytest.skip("this build has no CUDA backend")
-    art = artifacts(model, os.path.join(ROOT, "examples", model, "spec.py"), 1)
+    # The session's shared artifacts where other tests export them anyway.
+    shared = {"mnist": "mnist_adadelta", "transformer": "char_transformer"}
+    art = (request.getfixturevalue(shared[model]) if model in shared
+           else artifacts(model, os.path.join(ROOT, "examples", model, "spec.py"), 1))
     for fn in ("train_step", "eval_step"):
         ir = run("inspect", art, "--ir", fn, "--device", "cuda").stdout
         used = set(re.findall(r"= ([a-z_]+\.[A-Za-z0-9_.]+)\(", ir))
