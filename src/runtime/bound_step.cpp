@@ -98,7 +98,7 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
 }
 
 Executor& BoundStep::executor() {
-  if (!ex_) fail(fn_->name + " runs on a device; per-node profiles are for --device cpu");
+  if (!ex_) fail(fn_->name + " runs on a device, not on the CPU's executor");
   return *ex_;
 }
 

@@ -291,6 +291,7 @@ float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& targe
   const auto t0 = std::chrono::steady_clock::now();
   t.run();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (device_) host_stale_ = true;  // the step wrote the device state, whatever comes next
   micro_ = 0;  // a whole step drops gradients accumulated but not applied
   skip_pending_ = false;
   last_skipped_ = false;
@@ -536,10 +537,7 @@ size_t Session::memory_bytes() const {
 // reads a buffer this loop already overwrote.
 void Session::copy_out_state(const BoundStep& b,
                              const std::vector<std::pair<int, Tensor*>>& outs) {
-  if (device_) {  // the step wrote its new state into the device state
-    host_stale_ = true;
-    return;
-  }
+  if (device_) return;  // the step wrote its new state into the device state
   auto in_state = [&](const void* p) {
     for (const auto& [name, t] : state_) {
       const char* base = static_cast<const char*>(t.view.data);
