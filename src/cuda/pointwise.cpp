@@ -48,6 +48,7 @@ const std::map<std::string, OpInfo>& op_infos() {
       {"aten.tanh.default", {pw::Tanh, 1}},   {"aten.reciprocal.default", {pw::Reciprocal, 1}},
       {"aten.sign.default", {pw::Sign, 1}},   {"aten.erf.default", {pw::Erf, 1}},
       {"aten.gelu.default", {pw::Gelu, 1}},   {"aten._to_copy.default", {pw::Cast, 1}},
+      {"aten.clamp.default", {pw::Clamp, 1}},
   };
   return m;
 }
@@ -95,6 +96,10 @@ class Builder {
     if (info.op == pw::Add || info.op == pw::Sub)
       I.alpha = ctx.has_attr("alpha") ? ctx.attr_float("alpha") : 1.0;
     if (info.op == pw::PowScalar) I.s = ctx.attr_float("exponent");
+    if (info.op == pw::Clamp) {  // bounds as attrs; either may be absent
+      if (ctx.has_attr("min")) I.flags |= 1, I.s = ctx.attr_float("min");
+      if (ctx.has_attr("max")) I.flags |= 2, I.alpha = ctx.attr_float("max");
+    }
     const bool float_ct = I.ct == pw::F32 || I.ct == pw::F64;
     if ((info.op == pw::Pow || info.op == pw::PowScalar || (info.op >= pw::Exp && info.op <= pw::Gelu &&
          info.op != pw::Abs && info.op != pw::Relu && info.op != pw::Sign)) && !float_ct)

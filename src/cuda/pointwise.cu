@@ -92,6 +92,11 @@ __device__ double eval_float(const Instr& I, double x0, double x1, double x2) {
       const T k = static_cast<T>(M_SQRT2 * M_2_SQRTPI * 0.5);
       return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
     }
+    case Clamp: {  // as the CPU's: comparisons with NaN are false, so NaN stays
+      const T lo = static_cast<T>(I.s), hi = static_cast<T>(I.alpha);
+      const T v = (I.flags & 1) && x < lo ? lo : x;
+      return (I.flags & 2) && v > hi ? hi : v;
+    }
     default: return x;  // Cast
   }
 }
@@ -122,6 +127,11 @@ __device__ double eval_int(const Instr& I, double x0, double x1, double x2) {
     case Abs: return x < 0 ? static_cast<double>(static_cast<int64_t>(0 - ux)) : x0;
     case Relu: return x < 0 ? 0.0 : x0;
     case Sign: return static_cast<double>((0 < x) - (x < 0));
+    case Clamp: {
+      const int64_t lo = static_cast<int64_t>(I.s), hi = static_cast<int64_t>(I.alpha);
+      const int64_t v = (I.flags & 1) && x < lo ? lo : x;
+      return static_cast<double>((I.flags & 2) && v > hi ? hi : v);
+    }
     default: return x0;  // Cast
   }
 }

@@ -24,6 +24,7 @@ enum Op : uint8_t {
   Neg, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign, Erf,
   Gelu, GeluTanh,
   Cast,   // r = a0 converted to out
+  Clamp,  // a0 bounded below by s (flags & 1) and above by alpha (flags & 2)
 };
 
 constexpr int kMaxInstr = 160;
@@ -36,6 +37,7 @@ struct Instr {
   uint8_t ct = F32;   // compute type
   uint8_t out = F32;  // type of the result (rounded to it)
   uint8_t dst = 0;    // register
+  uint8_t flags = 0;  // Clamp: which bounds it has
   int16_t a[3] = {-1, -1, -1};  // registers, or the input index for Load
   double s = 0;       // Const value, PowScalar exponent
   double alpha = 1;   // Add/Sub

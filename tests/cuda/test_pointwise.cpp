@@ -82,7 +82,11 @@ TEST(CudaPointwise, UnaryOpsAndCasts) {
                               op == std::string("aten.gelu.default") ? cancels : ulps))
         << op;
   EXPECT_TRUE(cpu_gpu_agree("aten.gelu.default", {{"approximate", "tanh"}}, {&x}, cancels));
+  EXPECT_TRUE(cpu_gpu_agree("aten.clamp.default", {{"min", -1.5}, {"max", 2}}, {&x}, exact));
+  EXPECT_TRUE(cpu_gpu_agree("aten.clamp.default", {{"min", 1e-8}, {"max", nullptr}}, {&p}, exact));
+  EXPECT_TRUE(cpu_gpu_agree("aten.clamp.default", {{"max", 0}}, {&x}, exact));
   auto i = random_tensor(DType::I64, {100}, rng, -1000, 1000);
+  EXPECT_TRUE(cpu_gpu_agree("aten.clamp.default", {{"min", -10}, {"max", 300}}, {&i}, exact));
   for (const char* dt : {"float32", "float64", "int64", "bool", "int32"}) {
     EXPECT_TRUE(cpu_gpu_agree("aten._to_copy.default", {{"dtype", dt}}, {&x}, exact)) << dt;
     EXPECT_TRUE(cpu_gpu_agree("aten._to_copy.default", {{"dtype", dt}}, {&i}, exact)) << dt;
