@@ -40,15 +40,10 @@ constexpr auto f32 = memory::data_type::f32;
 
 std::string dims_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-// Conv geometry from attrs and the input/weight types, validated.
-// A 1-D convolution (input (N, C, L), weight (O, C/groups, kL)) is the 2-D
-// one with H = kH = OH = 1: the same bytes, so every kernel below runs it
-// unchanged; only the types at the node's boundary are rank 3 (nd == 1).
-struct ConvGeom {
-  int64_t N, C, H, W, O, KH, KW, G, OH, OW;
-  int64_t sh, sw, ph, pw, dh, dw;
-  int nd = 2;  // spatial dims: 1 or 2
-};
+// Conv geometry (ConvGeom, conv_transpose.h) from attrs and the
+// input/weight types, validated. A 1-D convolution (input (N, C, L), weight
+// (O, C/groups, kL)) is the 2-D one with H = kH = OH = 1: the same bytes,
+// so every kernel below runs it unchanged.
 
 Shape conv_out_shape(const ConvGeom& g) {
   return g.nd == 1 ? Shape{g.N, g.O, g.OW} : Shape{g.N, g.O, g.OH, g.OW};
@@ -450,6 +445,88 @@ class Conv64BwdKernel : public Kernel {
   std::vector<uint64_t> mask_;
 };
 
+// float64 transposed convolution (conv_transpose.h): the kernels above
+// over the dual direct convolution.
+class ConvT64FwdKernel : public Kernel {
+ public:
+  ConvT64FwdKernel(const ConvGeom& dual, bool bias, int threads)
+      : g_(dual), bias_(bias), data_(dual, true, false, false, false, threads) {}
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    // y = dual's input gradient for "dy" = x (dual's x is not read).
+    Tensor din[3] = {in[0], Tensor{}, in[1]};
+    Tensor dout[3] = {out[0], Tensor{}, Tensor{}};
+    data_.run(din, dout);
+    if (!bias_) return;
+    const double* b = in[2].as<double>();
+    double* y = out[0].as<double>();
+    const int64_t hw = g_.H * g_.W;
+    parallel_for(g_.N * g_.C, g_.N * g_.C * hw > (1 << 15), [&](int64_t nc) {
+      double* p = y + nc * hw;
+      const double v = b[nc % g_.C];
+      for (int64_t i = 0; i < hw; ++i) p[i] += v;
+    });
+  }
+
+ private:
+  ConvGeom g_;
+  bool bias_;
+  Conv64BwdKernel data_;
+};
+
+class ConvT64BwdKernel : public Kernel {
+ public:
+  ConvT64BwdKernel(const ConvGeom& dual, bool want_in, bool want_w, bool want_b, int threads)
+      : g_(dual), want_in_(want_in), want_w_(want_w), want_b_(want_b),
+        data_(dual, false, false, threads), weight_(dual, false, true, false, false, threads) {}
+
+  // in: grad_output (dual's input), x (dual's output), weight.
+  void run(const Tensor* in, Tensor* out) override {
+    if (want_w_ && out[1].data) {  // dual's weight gradient, dy = x, x = grad_output
+      Tensor win[3] = {in[1], in[0], in[2]};
+      Tensor wout[3] = {Tensor{}, out[1], Tensor{}};
+      weight_.run(win, wout);
+    }
+    if (want_b_ && out[2].data) {  // per output channel of the transposed conv
+      const double* dy = in[0].as<double>();
+      double* db = out[2].as<double>();
+      const int64_t hw = g_.H * g_.W;
+      parallel_for(g_.C, g_.C * g_.N * hw > (1 << 15), [&](int64_t c) {
+        double s = 0;
+        for (int64_t n = 0; n < g_.N; ++n) {
+          const double* d = dy + (n * g_.C + c) * hw;
+          for (int64_t i = 0; i < hw; ++i) s += d[i];
+        }
+        db[c] = s;
+      });
+    }
+    if (want_in_ && out[0].data) {  // dual's forward of grad_output
+      Tensor fin[3] = {in[0], in[2], Tensor{}};  // no bias
+      data_.run(fin, out);
+    }
+  }
+
+ private:
+  ConvGeom g_;
+  bool want_in_, want_w_, want_b_;
+  Conv64FwdKernel data_;
+  Conv64BwdKernel weight_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> conv64_transposed_fwd(const ConvGeom& dual, bool bias, int threads) {
+  return std::make_unique<ConvT64FwdKernel>(dual, bias, threads);
+}
+
+std::unique_ptr<Kernel> conv64_transposed_bwd(const ConvGeom& dual, bool want_in, bool want_w,
+                                              bool want_b, int threads) {
+  return std::make_unique<ConvT64BwdKernel>(dual, want_in, want_w, want_b, threads);
+}
+
+namespace {
+
 std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
   if (ctx.num_inputs() != 3 && ctx.num_inputs() != 2)
     ctx.fail("expected inputs (input, weight, bias?), got " + std::to_string(ctx.num_inputs()));
@@ -693,7 +770,8 @@ void register_conv_ops(OpRegistry& r) {
   OpDef conv{"aten.convolution.default",
              "1-D or 2-D convolution, float32 (oneDNN) or float64 (im2col + GEMM) NCL/NCHW input, "
              "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
-             "(float32, oneDNN deconvolution, weight (C_in, C_out/groups, k...), output_padding) "
+             "(float32 on oneDNN deconvolution, float64 on im2col + GEMM; weight (C_in, C_out/groups, "
+             "k...), output_padding) "
              "takes plain layouts; otherwise 2-D input/output may be channel-blocked "
              "(in_layouts/out_layouts, set by the plan_layouts pass)",
              infer_conv, make_conv<false>};
@@ -710,8 +788,8 @@ void register_conv_ops(OpRegistry& r) {
   r.add(std::move(conv_relu));
   OpDef bwd{"aten.convolution_backward.default",
             "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
-            "float32 (oneDNN) or float64 (im2col + GEMM); transposed=true: float32, oneDNN "
-            "deconvolution, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
+            "float32 (oneDNN) or float64 (im2col + GEMM); transposed=true: float32 on oneDNN "
+            "deconvolution, float64 on im2col + GEMM, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
             "may be channel-blocked (plan_layouts)",
             infer_conv_bwd, make_conv_bwd<false>};
   bwd.layouts = bwd_layouts;

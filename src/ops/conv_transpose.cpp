@@ -1,5 +1,6 @@
-// Transposed convolution, 1-D and 2-D, float32, forward and backward, on
-// oneDNN's deconvolution primitives. conv.cpp registers the ops
+// Transposed convolution, 1-D and 2-D, forward and backward: float32 on
+// oneDNN's deconvolution primitives, float64 on conv.cpp's im2col + GEMM
+// kernels over the dual direct convolution (conv64_transposed_fwd). conv.cpp registers the ops
 // (aten.convolution.default, aten.convolution_backward.default) and hands
 // nodes with transposed=true to the functions here.
 //
@@ -68,8 +69,8 @@ struct Geom {
 Geom geom(const NodeCtx& ctx, int in_i, int w_i) {
   const TensorType& x = ctx.input(in_i);
   const TensorType& w = ctx.input(w_i);
-  if (x.dtype != DType::F32 || w.dtype != DType::F32)
-    ctx.fail("transposed convolution supports float32 only, got input " + x.str() +
+  if (x.dtype != w.dtype || (x.dtype != DType::F32 && x.dtype != DType::F64))
+    ctx.fail("input and weight must both be float32 or both float64, got input " + x.str() +
              " and weight " + w.str());
   if (x.shape.size() != 3 && x.shape.size() != 4)
     ctx.fail("input must be rank 3 (N, C, L) or rank 4 (N, C, H, W), got " + x.str());
@@ -361,17 +362,32 @@ std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
   if (ctx.op() != "aten.convolution.default")
     ctx.fail("transposed convolution has no fused relu form");
   Geom g = geom(ctx, 0, 1);
+  const DType dt = ctx.input(0).dtype;
   if (ctx.has_input(2)) {
     const TensorType& b = ctx.input(2);
-    if (b.dtype != DType::F32 || b.shape != Shape{g.OC})
-      ctx.fail("bias must be float32[" + std::to_string(g.OC) + "], got " + b.str());
+    if (b.dtype != dt || b.shape != Shape{g.OC})
+      ctx.fail(std::string("bias must be ") + dtype_name(dt) + "[" + std::to_string(g.OC) +
+               "], got " + b.str());
   }
-  std::vector<TensorType> outs{{DType::F32, out_shape(g)}};
+  std::vector<TensorType> outs{{dt, out_shape(g)}};
   check_plain(ctx, outs);
   return outs;
 }
 
+// The direct convolution whose input gradient is this transposed one
+// (conv64_transposed_fwd, conv_transpose.h).
+static ConvGeom dual(const Geom& g) {
+  ConvGeom d;
+  d.nd = g.nd;
+  d.N = g.N, d.C = g.OC, d.H = g.OH, d.W = g.OW;
+  d.O = g.IC, d.KH = g.KH, d.KW = g.KW, d.G = g.G, d.OH = g.H, d.OW = g.W;
+  d.sh = g.sh, d.sw = g.sw, d.ph = g.ph, d.pw = g.pw, d.dh = g.dh, d.dw = g.dw;
+  return d;
+}
+
 std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
+  if (k.node.input(0).dtype == DType::F64)
+    return conv64_transposed_fwd(dual(geom(k.node, 0, 1)), k.node.has_input(2), k.threads);
   try {
     return std::make_unique<FwdKernel>(geom(k.node, 0, 1), k.node.has_input(2));
   } catch (const dnnl::error& e) {
@@ -386,17 +402,21 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
   Geom g = geom(ctx, 1, 2);
   conv_output_mask(ctx);
   const TensorType& go = ctx.input(0);
+  const DType dt = ctx.input(1).dtype;
   const Shape want = out_shape(g);
-  if (go.dtype != DType::F32 || go.shape != want)
-    ctx.fail("grad_output must be float32" + shape_str(want) + ", got " + go.str());
+  if (go.dtype != dt || go.shape != want)
+    ctx.fail(std::string("grad_output must be ") + dtype_name(dt) + shape_str(want) + ", got " +
+             go.str());
   std::vector<TensorType> outs{ctx.input(1), conv_grad_weight_type(ctx.input(2), conv_output_mask(ctx)[1]),
-                               {DType::F32, {g.OC}}};
+                               {dt, {g.OC}}};
   check_plain(ctx, outs);
   return outs;
 }
 
 std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
   std::vector<bool> m = conv_output_mask(k.node);
+  if (k.node.input(1).dtype == DType::F64)
+    return conv64_transposed_bwd(dual(geom(k.node, 1, 2)), m[0], m[1], m[2], k.threads);
   try {
     return std::make_unique<BwdKernel>(geom(k.node, 1, 2), m[0], m[1], m[2]);
   } catch (const dnnl::error& e) {

@@ -39,6 +39,26 @@ std::string hw_str(int nd, int64_t h, int64_t w);
 // convolution_backward's output_mask attribute: exactly 3 bools.
 std::vector<bool> conv_output_mask(const NodeCtx& ctx);
 
+// A direct convolution's geometry: input (N, C, H, W), weight (O, C/G, KH,
+// KW), output (N, O, OH, OW). A 1-D convolution is the 2-D one with H = KH
+// = OH = 1 (the same bytes; nd == 1 only at the node's boundary types).
+struct ConvGeom {
+  int64_t N, C, H, W, O, KH, KW, G, OH, OW;
+  int64_t sh, sw, ph, pw, dh, dw;
+  int nd = 2;  // spatial dims: 1 or 2
+};
+
+// float64 transposed convolution on conv.cpp's im2col + Gemm64 kernels.
+// `dual` is the direct convolution whose input gradient is this forward:
+// its input is the transposed output (N, C_out, OH, OW), its weight the
+// transposed weight as stored (C_in, C_out/G, kH, kW), its output the
+// transposed input (N, C_in, H, W). Forward: dual's input gradient, plus
+// bias. Backward: grad_input is dual's forward of grad_output, grad_weight
+// dual's weight gradient with the roles of input and output swapped.
+std::unique_ptr<Kernel> conv64_transposed_fwd(const ConvGeom& dual, bool bias, int threads);
+std::unique_ptr<Kernel> conv64_transposed_bwd(const ConvGeom& dual, bool want_in, bool want_w,
+                                              bool want_b, int threads);
+
 namespace conv_transpose {
 
 // aten.convolution.default with transposed=true.

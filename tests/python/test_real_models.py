@@ -36,7 +36,7 @@ Patterns covered (issue 13's table):
   pads, upsampling, conv_variants
                       reflection/replication/constant pads, repeat, cumsum;
                       nearest/bilinear upsampling, avg and adaptive pools;
-                      Conv1d, ConvTranspose1d/2d
+                      Conv1d, ConvTranspose1d/2d (also in float64)
 The eval step returns every tensor leaf of the output, named by its path;
 verify checks each against eager.
 """
@@ -75,6 +75,11 @@ def _eval_outputs(path):
                                   "cached_mask"])
 def test_verifies(tmp_path, name):
     _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
+
+
+def test_float64_transposed_convolutions(tmp_path, monkeypatch):
+    monkeypatch.setenv("DTYPE", "float64")  # run() passes the environment on to export
+    _export_verify(tmp_path, os.path.join(REAL, "conv_variants.py"))
 
 
 @pytest.mark.parametrize("kind", ["dict", "namedtuple", "dataclass"])

@@ -1,6 +1,7 @@
 """Oracle cases: 1-D convolution (the 2-D kernels with H = 1, fused forms
-included) and transposed convolution, 1-D and 2-D (oneDNN deconvolution,
-plain layouts only, never fused), forward and backward
+included) and transposed convolution, 1-D and 2-D (oneDNN deconvolution in
+float32, im2col + GEMM in float64, plain layouts only, never fused), forward
+and backward
 (src/ops/conv.cpp, src/ops/conv_transpose.cpp)."""
 from itertools import product
 
@@ -120,6 +121,21 @@ def _tconvs():
             if mask[2] and not bias:
                 continue
             out.append(_bwd(dy, x, w, mask, [w[1] * g] if bias else None, **a))
+    # float64 (conv.cpp's im2col + GEMM over the dual direct convolution):
+    # stride, output_padding and groups; dilation; 1-D; a tail of 2.
+    for x, w, bias, st, pad, op, dil, g in (TCONVS[0], TCONVS[2], TCONVS[5], TCONVS[10],
+                                            TCONVS[14]):
+        a = _attrs(st, pad, dil, g, transposed=True, output_padding=op)
+        b = In((w[1] * g,), D) if bias else None
+        out.append(op_case("aten.convolution.default", In(x, D), In(w, D), b,
+                           tol=(1e-11, 1e-12), **a))
+        dy = (x[0], w[1] * g) + _tconv_out(x, w, st, pad, op, dil)
+        for mask in ([True, True, bias], [True, False, False], [False, True, False]):
+            c = op_case("aten.convolution_backward.default", In(dy, D), In(x, D), In(w, D),
+                        bias_sizes=[w[1] * g] if bias else None, output_mask=mask,
+                        tol=(1e-11, 1e-12), **a)
+            c.program.outputs = [f"n0.{j}" for j in range(3) if mask[j]]
+            out.append(c)
     # transposed conv -> relu stays two nodes (no fused form); a conv ->
     # transposed conv -> conv chain over 16 channels: plan_layouts may block
     # the direct convolutions' ports but leaves the transposed one's plain.
@@ -198,10 +214,9 @@ def _negatives():
                        "got float32[3, 2, 3, 3]"),
         neg_case("aten.convolution.default", In((2, 3, 5, 5)), In((3, 2, 3, 3)), In((3,)), **t2,
                  error="bias must be float32[2], got float32[3]"),
-        neg_case("aten.convolution.default", In((2, 3, 5, 5), D), In((3, 2, 3, 3), D), None, **t2,
-                 error="transposed convolution supports float32 only, got input float64[2, 3, 5, 5] "
-                       "and weight float64[3, 2, 3, 3]",
-                 unsupported="float64 transposed convolution"),
+        neg_case("aten.convolution.default", In((2, 3, 5, 5), D), In((3, 2, 3, 3)), None, **t2,
+                 error="input and weight must both be float32 or both float64, got input "
+                       "float64[2, 3, 5, 5] and weight float32[3, 2, 3, 3]"),
         neg_case("aten.convolution.default", In((1, 2, 3, 3)), In((2, 2, 3, 3)), None,
                  **dict(t2, padding=[3, 3]),
                  error="output size is not positive: input float32[1, 2, 3, 3], weight float32[2, 2, 3, 3], "

@@ -3,7 +3,10 @@ path of nn.Conv1d over (N, C, L) data then nn.ConvTranspose1d (stride 2),
 and an image path of nn.Conv2d then a grouped
 nn.ConvTranspose2d(stride=2, output_padding=1, groups=2), which doubles the
 image; the sequence path's channel means shift the image path's output.
-MSE to a target image, Adam."""
+MSE to a target image, Adam. DTYPE=float64 builds it in float64 (the
+transposed convolutions then run on im2col + GEMM)."""
+import os
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -31,9 +34,10 @@ class Net(nn.Module):
 
 def build():
     torch.manual_seed(0)
-    model = Net()
-    seq = torch.randn(2, 4, 10)
-    img = torch.rand(2, 3, 6, 6)
-    y = torch.rand(2, 4, 12, 12)
+    dt = getattr(torch, os.environ.get("DTYPE", "float32"))
+    model = Net().to(dt)
+    seq = torch.randn(2, 4, 10, dtype=dt)
+    img = torch.rand(2, 3, 6, 6, dtype=dt)
+    y = torch.rand(2, 4, 12, 12, dtype=dt)
     return trainstep.TrainSpec(model, F.mse_loss, torch.optim.Adam(model.parameters(), lr=1e-3),
                                (seq, img), y, name="conv_variants")
