@@ -2,8 +2,8 @@
 
 Without a GPU (CI's machines) a CUDA run is one clear line, never a crash;
 a build without the CUDA backend says how to get it. In a build with the
-backend, every op of the zoo's steps, as the compiler leaves them for the
-GPU, has a CUDA kernel (`trainstep ops --device cuda`), so a missing kernel
+backend, every op of every example's steps, as the compiler leaves them
+for the GPU, has a CUDA kernel (`trainstep ops --device cuda`), so a missing kernel
 shows here and not first on a GPU. With a GPU, the MNIST CNN verifies on it
 (scripts/cuda-check.sh runs the whole GPU suite)."""
 import os
@@ -40,13 +40,14 @@ def test_unknown_device_is_a_usage_error(mnist_adadelta):
     assert "--device" in p.stderr
 
 
-@pytest.mark.parametrize("model", ["mnist", "resnet", "transformer"])
+@pytest.mark.parametrize("model", ["mnist", "resnet", "transformer", "lstm", "mobilenet", "vae",
+                                   "mlp_regression"])
 def test_zoo_ops_have_cuda_kernels(request, artifacts, model):
     have = cuda_ops()
     if not have:
         pytest.skip("this build has no CUDA backend")
     # The session's shared artifacts where other tests export them anyway.
-    shared = {"mnist": "mnist_adadelta", "transformer": "char_transformer"}
+    shared = {"mnist": "mnist_adadelta", "transformer": "char_transformer", "lstm": "char_lstm"}
     art = (request.getfixturevalue(shared[model]) if model in shared
            else artifacts(model, os.path.join(ROOT, "examples", model, "spec.py"), 1))
     for fn in ("train_step", "eval_step"):
