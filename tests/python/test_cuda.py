@@ -46,10 +46,11 @@ def test_zoo_ops_have_cuda_kernels(request, artifacts, model):
     have = cuda_ops()
     if not have:
         pytest.skip("this build has no CUDA backend")
-    # The session's shared artifacts where other tests export them anyway.
+    # The session's shared artifacts, exported as test_models exports them
+    # (the cache is keyed by name: the same name must mean the same export).
     shared = {"mnist": "mnist_adadelta", "transformer": "char_transformer", "lstm": "char_lstm"}
     art = (request.getfixturevalue(shared[model]) if model in shared
-           else artifacts(model, os.path.join(ROOT, "examples", model, "spec.py"), 1))
+           else artifacts(model, os.path.join(ROOT, "examples", model, "spec.py")))
     for fn in ("train_step", "eval_step"):
         ir = run("inspect", art, "--ir", fn, "--device", "cuda").stdout
         used = set(re.findall(r"= ([a-z_]+\.[A-Za-z0-9_.]+)\(", ir))
