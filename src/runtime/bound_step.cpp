@@ -40,26 +40,17 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
     : kind_(kind), fn_(std::move(fn)) {
   const Function& f = *fn_;
   const std::string where = artifact + ": " + f.name;
-  if (b.device) {
-    dev_ = b.device->compile(f, std::move(plan));
-    for (size_t i = 0; i < f.inputs.size(); ++i) {
-      const Port& in = f.inputs[i];
-      switch (in.role) {
-        case Role::State: dev_->bind_device_input(int(i), b.device_state->at(in.state)); break;
-        case Role::Lr: dev_->bind_host_input(int(i), b.lr); break;
-        case Role::RngSeed: dev_->bind_host_input(int(i), b.seed); break;
-        case Role::RngOffset: dev_->bind_host_input(int(i), b.rng_offset); break;
-        default: break;  // the batch: bind_batch
-      }
-    }
-  } else {
-    ex_ = std::make_unique<Executor>(f, threads, std::move(plan), b.collective);
-  }
-  for (size_t i = 0; i < f.inputs.size() && ex_; ++i) {
+  if (b.device) dev_ = b.device->compile(f, std::move(plan));
+  else ex_ = std::make_unique<Executor>(f, threads, std::move(plan), b.collective);
+  // Every non-batch input, once: on a device the state is the session's
+  // device copy, the rest is host memory the step copies in at each run.
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
     const Port& in = f.inputs[i];
     void* data = nullptr;
     switch (in.role) {
-      case Role::State: data = b.state->at(in.state).view.data; break;
+      case Role::State:
+        data = dev_ ? b.device_state->at(in.state) : b.state->at(in.state).view.data;
+        break;
       case Role::Lr: data = b.lr; break;
       case Role::RngSeed: data = b.seed; break;
       case Role::RngOffset: data = b.rng_offset; break;
@@ -76,7 +67,9 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
         fail(where + ": input '" + in.name + "' has role '" + role_name(in.role) +
              "', which is an output role");
     }
-    ex_->bind_input(int(i), data);
+    if (!dev_) ex_->bind_input(int(i), data);
+    else if (in.role == Role::State) dev_->bind_device_input(int(i), data);
+    else dev_->bind_host_input(int(i), data);
   }
   inputs_ = f.inputs_of(Role::Input);
   outputs_ = f.outputs_of(Role::Output);
