@@ -88,12 +88,16 @@ struct LayoutTimer {
   static double& seconds();
 };
 
+struct KernelChoice;  // ops/kernel_choice.h
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
   // in[i].data is nullptr for an absent optional input; out[j].data is
   // nullptr for an output nobody reads (the kernel may skip it).
   virtual void run(const Tensor* in, Tensor* out) = 0;
+  // The implementation picked by measurement when it was built, if any.
+  virtual const KernelChoice* choice() const { return nullptr; }
 };
 
 // The float32 tile form of a pointwise op, run by the fused elementwise

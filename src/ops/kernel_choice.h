@@ -1,0 +1,65 @@
+// Kernels chosen by measurement. Where one computation has several
+// implementations (a GEMM on oneDNN's matmul or on SmallGemm), the op's
+// make() times each on scratch data of the node's shape and keeps the
+// fastest for this machine, ISA level and thread count.
+//
+// Picks are cached by key, in the process and in a file
+// (kernel_choice_cache_path()), so every later compile on this machine picks
+// the same without measuring: a resumed run, or a second process whose
+// results are compared bit for bit with the first, computes the same bits.
+// The file carries a checksum; a damaged or foreign one is ignored and
+// rewritten (it is a cache: measuring again is always correct).
+//
+// TRAINSTEP_KERNELS=measure (default) | default | NAME forces the first
+// candidate ("default") or the candidate called NAME wherever one is
+// (tests run each path on any machine this way); unknown values fail.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace ts {
+
+struct KernelCandidate {
+  std::string name;
+  std::function<void()> run;  // one call on scratch data (never the step's)
+};
+
+struct KernelChoice {
+  std::string key;  // what was measured, e.g. "gemm m=1024 n=256 k=32 a^T"
+  std::vector<std::string> names;
+  std::vector<double> us;  // per candidate, microseconds per call; empty when forced
+  int pick = 0;
+  enum class From { Measured, Cache, Forced } from = From::Measured;
+  std::string describe() const;  // "small_k (onednn 241.6 us, small_k 156.6 us; cached)"
+};
+
+// Picks among candidates (at least one; the first is the default, which
+// keeps its place unless another is at least 3 % faster). `key` names the
+// computation and shape; the ISA level, threads and CPU are added here.
+KernelChoice choose_kernel(const std::string& key, int threads,
+                           const std::vector<KernelCandidate>& candidates);
+
+// The cache file: $TRAINSTEP_CACHE, else $XDG_CACHE_HOME/trainstep, else
+// $HOME/.cache/trainstep, then kernel-choices.json; "" when none is set.
+std::string kernel_choice_cache_path();
+// Forgets the in-process picks (tests: the next choose reads the file).
+void forget_kernel_choices();
+
+// A kernel picked by choose_kernel, reporting its choice (bench --profile).
+class ChosenKernel : public Kernel {
+ public:
+  ChosenKernel(std::unique_ptr<Kernel> impl, KernelChoice choice)
+      : impl_(std::move(impl)), choice_(std::move(choice)) {}
+  void run(const Tensor* in, Tensor* out) override { impl_->run(in, out); }
+  const KernelChoice* choice() const override { return &choice_; }
+
+ private:
+  std::unique_ptr<Kernel> impl_;
+  KernelChoice choice_;
+};
+
+}  // namespace ts
