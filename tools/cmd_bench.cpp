@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "ir/program.h"
+#include "ops/kernel_choice.h"
 #include "runtime/artifact.h"
 #include "runtime/executor.h"
 #include "trainstep/cpu.h"
@@ -52,6 +53,28 @@ void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double t
               1e3 * (kernels - copies - layout) / steps, 1e3 * layout / steps, 1e3 * copies / steps,
               1e3 * dispatch / steps);
   std::printf("outside compute kernels: %.1f%% of the step\n", 100 * outside / total_s);
+}
+
+// Where an op had several implementations, which one each shape got and
+// what the candidates measured when it was compiled (or that the pick came
+// from the cache, or was forced).
+void print_kernel_choices(const ts::Executor& ex) {
+  struct Row {
+    const ts::KernelChoice* choice;
+    int nodes = 0;
+  };
+  std::map<std::string, Row> by_key;
+  for (const auto& [node, c] : ex.kernel_choices()) {
+    Row& r = by_key.try_emplace(c->key, Row{c}).first->second;
+    r.nodes += 1;
+  }
+  if (by_key.empty()) return;
+  const std::string cache = ts::kernel_choice_cache_path();
+  std::printf("\nkernels chosen by measurement (cache: %s):\n",
+              cache.empty() ? "none" : cache.c_str());
+  for (const auto& [key, r] : by_key)
+    std::printf("  %-36s %4d node%s  %s\n", key.c_str(), r.nodes, r.nodes == 1 ? " " : "s",
+                r.choice->describe().c_str());
 }
 
 // The all-reduce's share of a data-parallel step: its time on the MPI
@@ -159,6 +182,7 @@ void add_bench(CLI::App& app, Action& action) {
                     "graph: the dispatch share is larger than in a plain run)\n");
       } else if (*profile) {
         print_profile(s->train_profile(), *steps, total);
+        print_kernel_choices(s->train_executor());
         if (s->world_size() > 1 && accum == 0)
           print_all_reduce(s->train_executor(), *s->collective(), *steps);
         std::printf("%s", ts::memory_peak_report(s->train_executor().function(),

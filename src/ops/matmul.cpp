@@ -6,6 +6,9 @@
 // transpose is copied. float64 (oneDNN has no f64 matmul on the CPU) runs on
 // Gemm64 (gemm64.h), which reads transposed operands in place too. Both
 // operands (and addmm's self) must have the same dtype, as in torch.
+// A rank-2 float32 product with a small inner dimension also has SmallGemm
+// (gemm_small.h); which of the two runs is measured when the kernel is built
+// (kernel_choice.h), per shape, and cached.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -13,6 +16,8 @@
 
 #include "ops/dnnl_util.h"
 #include "ops/gemm64.h"
+#include "ops/gemm_small.h"
+#include "ops/kernel_choice.h"
 #include "ops/op.h"
 
 namespace ts {
@@ -171,13 +176,75 @@ class Gemm64Kernel : public Kernel {
   Gemm64 gemm_;
 };
 
+// The float32 rank-2 product on SmallGemm. Same conventions as MatmulKernel.
+class SmallGemmKernel : public Kernel {
+ public:
+  SmallGemmKernel(const Shape& a, const Shape& c, int ia, int ib, const Shape* bias, float alpha,
+                  float beta, bool ta, bool tb, int threads)
+      : ia_(ia), ib_(ib), alpha_(alpha), beta_(bias ? beta : 0.f),
+        gemm_(c[0], c[1], a[1], ta, tb, threads) {
+    if (bias) bias_shape_ = *bias;
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    float* c = out[0].as<float>();
+    if (beta_ != 0.f) fill_bias(bias_shape_, in[0].as<float>(), c, gemm_.m(), gemm_.n());
+    gemm_.run(in[ia_].as<float>(), in[ib_].as<float>(), c, alpha_, beta_);
+  }
+
+ private:
+  int ia_, ib_;
+  float alpha_, beta_;
+  Shape bias_shape_;
+  SmallGemm gemm_;
+};
+
+// Inputs of the node's shapes, for timing candidates (zeros: the FMAs take
+// the same time whatever the values).
+struct Scratch {
+  std::vector<Buffer> bufs;
+  std::vector<Tensor> in;
+  Buffer out_buf;
+  Tensor out;
+  Scratch(const NodeCtx& n, const Shape& c) {
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      const TensorType& t = n.input(i);
+      bufs.emplace_back(std::max<size_t>(t.nbytes(), 64));
+      in.push_back({t.dtype, t.shape, bufs.back().data()});
+    }
+    out_buf = Buffer(std::max<size_t>(shape_numel(c) * sizeof(float), 64));
+    out = {DType::F32, c, out_buf.data()};
+  }
+};
+
 // The kernel for the node's dtype (input ia's; verify checked both agree).
+// float32 rank 2 with a small K: oneDNN or SmallGemm, whichever measures
+// faster here.
 std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Shape& b,
                                     const Shape& c, int ia, int ib, const Shape* bias,
                                     double alpha, double beta, bool ta = false, bool tb = false) {
   if (k.node.input(ia).dtype == DType::F64)
     return std::make_unique<Gemm64Kernel>(a, b, c, ia, ib, bias, alpha, beta, ta, tb, k.threads);
-  return std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta, tb);
+  auto dnnl = std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta, tb);
+  if (c.size() != 2 || !SmallGemm::suits(c[0], c[1], a[1])) return dnnl;
+  auto small = std::make_unique<SmallGemmKernel>(a, c, ia, ib, bias, float(alpha), float(beta),
+                                                 ta, tb, k.threads);
+  Scratch s(k.node, c);
+  std::string key = "gemm m=" + std::to_string(c[0]) + " n=" + std::to_string(c[1]) +
+                    " k=" + std::to_string(a[1]) + (ta ? " a^T" : "") + (tb ? " b^T" : "");
+  if (bias && beta != 0) key += " +beta*C";
+  if (alpha != 1) key += " *alpha";
+  KernelChoice choice = choose_kernel(
+      key, k.threads,
+      {{"onednn", [&] { dnnl->run(s.in.data(), &s.out); }},
+       {"small_k", [&] { small->run(s.in.data(), &s.out); }}});
+  std::unique_ptr<Kernel> pick;
+  if (choice.names[choice.pick] == "small_k")
+    pick = std::move(small);
+  else
+    pick = std::move(dnnl);
+  return std::make_unique<ChosenKernel>(std::move(pick), std::move(choice));
 }
 
 // Turns oneDNN's construction errors into errors that name the node.

@@ -41,6 +41,13 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* 
   }
 }
 
+std::vector<std::pair<const Node*, const KernelChoice*>> Executor::kernel_choices() const {
+  std::vector<std::pair<const Node*, const KernelChoice*>> r;
+  for (const auto& s : steps_)
+    if (const KernelChoice* c = s.kernel->choice()) r.push_back({s.node, c});
+  return r;
+}
+
 void Executor::reset_profile() {
   for (auto& t : times_) t.seconds = t.layout_seconds = 0;
 }

@@ -59,6 +59,9 @@ class Executor {
   const Tensor& value(int id) const { return values_[id]; }
   const Tensor& output(int i) const { return values_[f_.outputs[i].value]; }
   size_t arena_bytes() const { return arena_.size(); }
+  // The kernels that were picked by measurement (ops/kernel_choice.h), with
+  // their nodes, in schedule order.
+  std::vector<std::pair<const Node*, const KernelChoice*>> kernel_choices() const;
   const MemoryPlan& plan() const { return plan_; }
 
  private:

@@ -31,3 +31,25 @@ def test_profile_rows_add_up(mnist_adadelta):
     assert 0 <= outside <= 100, out
     median = float(re.search(r"step_ms_median=([0-9.]+)", out).group(1))
     assert median > 0
+
+
+def test_profile_reports_the_kernels_chosen_by_measurement(mnist_adadelta, tmp_path):
+    """MNIST's fully connected products have a small inner dimension, so
+    each shape's GEMM was chosen by measurement; the profile says which won
+    and what each candidate took, and a second run reads the cache."""
+    env = {"TRAINSTEP_CACHE": str(tmp_path)}
+    args = ("bench", mnist_adadelta, "--steps", "1", "--warmup", "0", "--threads", "1", "--profile")
+    for run_no, origin in enumerate(["", "; cached"]):
+        out = run(*args, env=env).stdout
+        assert "kernels chosen by measurement (cache: %s/kernel-choices.json)" % tmp_path in out, out
+        rows = re.findall(r"^  (gemm m=\d+ n=\d+ k=\d+[^\n]*?)\s+(\d+) nodes?\s+(\w+) \((.*)\)$",
+                          out, re.M)
+        assert rows, out
+        for key, nodes, pick, timings in rows:
+            times = dict(re.findall(r"(\w+) ([0-9.]+) us", timings))
+            assert set(times) == {"onednn", "small_k"}, timings
+            assert timings.endswith(origin) and (origin or "cached" not in timings), timings
+    forced = run(*args, env=dict(env, TRAINSTEP_KERNELS="small_k")).stdout
+    assert "small_k (forced by TRAINSTEP_KERNELS)" in forced, forced
+    bad = run(*args, env=dict(env, TRAINSTEP_KERNELS="fastest"), check=False)
+    assert bad.returncode != 0 and "TRAINSTEP_KERNELS=fastest: unknown kernel" in bad.stderr, bad.stderr
