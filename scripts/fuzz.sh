@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-fuzz}
 SECS=${2:-60}
 TARGETS=(program ir_text safetensors checkpoint idx)
+# Random programs have random shapes: their kernel picks are measured but
+# not written to the user's cache file (ops/kernel_choice.h).
+export TRAINSTEP_CACHE=""
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}"

@@ -35,6 +35,7 @@ const std::vector<std::string> kKnownNames = {"onednn", "small_k"};
 // A challenger must beat the default by this much: timing noise alone does
 // not move a pick.
 constexpr double kMargin = 0.97;
+constexpr size_t kMaxEntries = 4096;
 
 struct Entry {
   std::vector<std::string> names;
@@ -116,6 +117,9 @@ bool parse_entry(const json& j, const std::vector<std::string>& names, Entry& e)
 }
 
 void write_cache(const std::string& path, json entries, const std::string& key, const Entry& e) {
+  // A bound on the file: past it (many models, or many machines sharing a
+  // home directory) it starts over, which only costs measuring again.
+  if (entries.size() >= kMaxEntries) entries = json::object();
   entries[key] = {{"names", e.names}, {"us", e.us}, {"pick", e.pick}};
   const std::string body = entries.dump();
   json f = {{"format", kFormat}, {"entries", entries}, {"checksum", checksum_hex(body.data(), body.size())}};
