@@ -93,11 +93,10 @@ json read_cache(const std::string& path) {
   if (path.empty()) return json::object();
   try {
     json f = json::parse(read_file(path));
-    if (f.value("format", "") != kFormat || !f.contains("entries") ||
-        !f["entries"].is_object() ||
-        f.value("checksum", "") != checksum_hex(f["entries"].dump().data(),
-                                                f["entries"].dump().size()))
+    if (f.value("format", "") != kFormat || !f.contains("entries") || !f["entries"].is_object())
       return json::object();
+    const std::string body = f["entries"].dump();
+    if (f.value("checksum", "") != checksum_hex(body.data(), body.size())) return json::object();
     return f["entries"];
   } catch (const std::exception&) {
     return json::object();

@@ -230,15 +230,19 @@ std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Sh
   if (c.size() != 2 || !SmallGemm::suits(c[0], c[1], a[1])) return dnnl;
   auto small = std::make_unique<SmallGemmKernel>(a, c, ia, ib, bias, float(alpha), float(beta),
                                                  ta, tb, k.threads);
-  Scratch s(k.node, c);
+  std::unique_ptr<Scratch> s;  // made on the first timed call: a cached pick needs none
+  auto scratch = [&] {
+    if (!s) s = std::make_unique<Scratch>(k.node, c);
+    return s.get();
+  };
   std::string key = "gemm m=" + std::to_string(c[0]) + " n=" + std::to_string(c[1]) +
                     " k=" + std::to_string(a[1]) + (ta ? " a^T" : "") + (tb ? " b^T" : "");
   if (bias && beta != 0) key += " +beta*C";
   if (alpha != 1) key += " *alpha";
   KernelChoice choice = choose_kernel(
       key, k.threads,
-      {{"onednn", [&] { dnnl->run(s.in.data(), &s.out); }},
-       {"small_k", [&] { small->run(s.in.data(), &s.out); }}});
+      {{"onednn", [&] { dnnl->run(scratch()->in.data(), &scratch()->out); }},
+       {"small_k", [&] { small->run(scratch()->in.data(), &scratch()->out); }}});
   std::unique_ptr<Kernel> pick;
   if (choice.names[choice.pick] == "small_k")
     pick = std::move(small);
