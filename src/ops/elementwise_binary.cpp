@@ -504,7 +504,9 @@ OpDef with_identity(OpDef d, double e, const char* attr, bool commutes, const ch
 
 void register_elementwise_binary_ops(OpRegistry& r) {
   const std::string bc = "; broadcasts; PyTorch dtype promotion over float32/float64/int64/int32/uint8/bool";
-  r.add(with_identity(bin_def<Bin::Add, false>("aten.add.Tensor", "self + alpha * other" + bc + " (bool: or)"), 0, nullptr, true, "alpha"));
+  OpDef add = with_identity(bin_def<Bin::Add, false>("aten.add.Tensor", "self + alpha * other" + bc + " (bool: or)"), 0, nullptr, true, "alpha");
+  add.fuse_role = FuseRole::Add;
+  r.add(std::move(add));
   r.add(with_identity(bin_def<Bin::Sub, false>("aten.sub.Tensor", "self - alpha * other" + bc + " (not bool)"), 0, nullptr, false, "alpha"));
   r.add(with_identity(bin_def<Bin::Mul, false>("aten.mul.Tensor", "self * other" + bc + " (bool: and)"), 1, nullptr, true, nullptr));
   r.add(with_identity(bin_def<Bin::Div, false>("aten.div.Tensor", "self / other, true division (int/int -> float32)" + bc), 1, nullptr, false, nullptr));

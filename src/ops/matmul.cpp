@@ -342,7 +342,8 @@ std::unique_ptr<Kernel> make_trans_mm(const KernelCtx& k) {
 
 void register_matmul_ops(OpRegistry& r) {
   OpDef mm{"aten.mm.default",
-           "Matrix product of float32 (oneDNN) or float64 (M,K) @ (K,N) -> (M,N)", infer_mm,
+           "Matrix product of float32 (oneDNN, or SmallGemm where it measures faster) or float64 "
+           "(M,K) @ (K,N) -> (M,N)", infer_mm,
            make_mm};
   mm.fuse_role = FuseRole::MatMul;
   r.add(std::move(mm));
@@ -354,8 +355,9 @@ void register_matmul_ops(OpRegistry& r) {
          "(M,N); self is ignored when beta=0",
          infer_addmm, make_addmm});
   OpDef matmul{"trainstep.matmul",
-               "op(a) @ op(b) for float32 (oneDNN) or float64 rank-2 a, b, op = transpose when attr "
-               "trans_a / trans_b; reads transposed operands in place (made by the fold_transpose pass)",
+               "op(a) @ op(b) for float32 (oneDNN, or SmallGemm where it measures faster) or float64 "
+               "rank-2 a, b, op = transpose when attr trans_a / trans_b; reads transposed operands "
+               "in place (made by the fold_transpose and merge_summed_products passes)",
                infer_trans_mm, make_trans_mm};
   matmul.fuse_role = FuseRole::MatMulT;
   r.add(std::move(matmul));

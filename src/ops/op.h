@@ -171,6 +171,7 @@ enum class FuseRole {
   Permute,          // x's dims reordered by attr dims
   MatMul,           // a @ b
   MatMulT,          // op(a) @ op(b), op by attrs trans_a / trans_b
+  Add,              // self + alpha * other (a sum of products may merge)
 };
 
 struct OpDef {

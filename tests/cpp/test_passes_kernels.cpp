@@ -1,6 +1,6 @@
-// fold_transpose and fuse_conv_relu on small hand-built functions: the
-// rewritten IR (as node_str lines) and, run through the executor, the same
-// outputs as the original function.
+// fold_transpose, merge_summed_products and fuse_conv_relu on small
+// hand-built functions: the rewritten IR (as node_str lines) and, run
+// through the executor, the same outputs as the original function.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -9,6 +9,7 @@
 #include "op_test_util.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_conv_relu.h"
+#include "passes/merge_products.h"
 #include "runtime/executor.h"
 
 using namespace ts_test;
@@ -254,4 +255,101 @@ TEST(FuseConvRelu, KeepsTransposedConvolution) {
   auto before = dump(f);
   ts::fuse_conv_relu(f);
   EXPECT_EQ(dump(f), before);
+}
+
+namespace {
+
+json trans(bool a, bool b) { return {{"trans_a", a}, {"trans_b", b}}; }
+
+}  // namespace
+
+// The RNN weight gradient's shape: sum_t g_t^T @ h_t, added in a chain, plus
+// a leaf that is not a product. The products become one over cat(g_t) and
+// cat(h_t) along K (dim 0 of both here); the other leaf is added after.
+TEST(MergeSummedProducts, ChainOfTransposedProductsAndAnotherLeaf) {
+  Builder b;
+  std::vector<int> g, h;
+  for (int t = 0; t < 4; ++t) {
+    g.push_back(b.input("g" + std::to_string(t), F({3, 5})));
+    h.push_back(b.input("h" + std::to_string(t), F({3, 2})));
+  }
+  int bias = b.input("bias", F({5, 2}));
+  int acc = -1;
+  for (int t = 0; t < 4; ++t) {
+    int p = b.node("mm_" + std::to_string(t), "trainstep.matmul", {g[t], h[t]}, F({5, 2}), trans(true, false));
+    acc = acc < 0 ? p : b.node("add_" + std::to_string(t), "aten.add.Tensor", {acc, p}, F({5, 2}), {{"alpha", 1}});
+  }
+  b.output(b.node("add_4", "aten.add.Tensor", {acc, bias}, F({5, 2}), {{"alpha", 1}}));
+  Function before = b.done(), f = before;
+  ts::merge_summed_products(f);
+  std::vector<std::string> want = {
+      R"(%add_4.merged.a = aten.cat.default(%g0, %g1, %g2, %g3, {"dim":0}))",
+      R"(%add_4.merged.b = aten.cat.default(%h0, %h1, %h2, %h3, {"dim":0}))",
+      R"(%add_4.merged = trainstep.matmul(%add_4.merged.a, %add_4.merged.b, {"trans_a":true,"trans_b":false}))",
+      R"(%add_4 = aten.add.Tensor(%add_4.merged, %bias, {"alpha":1}))",
+  };
+  EXPECT_EQ(dump(f), want);
+  EXPECT_EQ(f.value_types[f.nodes[0].outputs[0]].shape, (ts::Shape{12, 5}));
+  expect_same_outputs(before, f, 4);
+}
+
+// Plain mm leaves join along a's dim 1 and b's dim 0, b^T leaves along
+// dim 1 of both. Only the largest group of one kind merges; a product that
+// is also read elsewhere, and a sum read elsewhere, stay as they are.
+TEST(MergeSummedProducts, GroupsByTranspositionAndKeepsSharedValues) {
+  Builder b;
+  int a0 = b.input("a0", F({4, 3})), a1 = b.input("a1", F({4, 2})), a2 = b.input("a2", F({4, 6}));
+  int b0 = b.input("b0", F({3, 5})), b1 = b.input("b1", F({2, 5})), b2 = b.input("b2", F({6, 5}));
+  int c0 = b.input("c0", F({5, 3}));
+  int p0 = b.node("mm", "aten.mm.default", {a0, b0}, F({4, 5}));
+  int p1 = b.node("mm_1", "aten.mm.default", {a1, b1}, F({4, 5}));
+  int p2 = b.node("mm_2", "aten.mm.default", {a2, b2}, F({4, 5}));
+  int q0 = b.node("mm_3", "trainstep.matmul", {a0, c0}, F({4, 5}), trans(false, true));
+  int s0 = b.node("add", "aten.add.Tensor", {p0, p1}, F({4, 5}), {{"alpha", 1}});
+  int s1 = b.node("add_1", "aten.add.Tensor", {s0, q0}, F({4, 5}), {{"alpha", 1}});
+  int s2 = b.node("add_2", "aten.add.Tensor", {s1, p2}, F({4, 5}), {{"alpha", 1}});
+  b.output(s2);
+  Function before = b.done(), f = before;
+  ts::merge_summed_products(f);
+  std::vector<std::string> want = {
+      R"(%mm_3 = trainstep.matmul(%a0, %c0, {"trans_a":false,"trans_b":true}))",
+      R"(%add_2.merged.a = aten.cat.default(%a0, %a1, %a2, {"dim":1}))",
+      R"(%add_2.merged.b = aten.cat.default(%b0, %b1, %b2, {"dim":0}))",
+      R"(%add_2.merged = trainstep.matmul(%add_2.merged.a, %add_2.merged.b, {"trans_a":false,"trans_b":false}))",
+      R"(%add_2 = aten.add.Tensor(%add_2.merged, %mm_3, {"alpha":1}))",
+  };
+  EXPECT_EQ(dump(f), want);
+  expect_same_outputs(before, f, 5);
+
+  // mm_1 also an output, the inner sum read by a second sum: nothing merges
+  // (each tree has one mergeable product).
+  Builder k;
+  int x0 = k.input("x0", F({4, 3})), x1 = k.input("x1", F({4, 3})), y = k.input("y", F({3, 5}));
+  int e = k.input("e", F({4, 5}));
+  int m0 = k.node("mm", "aten.mm.default", {x0, y}, F({4, 5}));
+  int m1 = k.node("mm_1", "aten.mm.default", {x1, y}, F({4, 5}));
+  int t0 = k.node("add", "aten.add.Tensor", {m0, e}, F({4, 5}), {{"alpha", 1}});
+  int t1 = k.node("add_1", "aten.add.Tensor", {t0, m1}, F({4, 5}), {{"alpha", 1}});
+  int t2 = k.node("add_2", "aten.add.Tensor", {t0, e}, F({4, 5}), {{"alpha", 1}});
+  for (int v : {t1, t2, m1}) k.output(v);
+  Function g = k.done();
+  auto same = dump(g);
+  ts::merge_summed_products(g);
+  EXPECT_EQ(dump(g), same);
+}
+
+// alpha != 1 and broadcasting sums are not plain sums: left alone.
+TEST(MergeSummedProducts, ScaledOrBroadcastSumsStay) {
+  Builder b;
+  int x = b.input("x", F({4, 3})), y = b.input("y", F({3, 5})), r = b.input("r", F({1, 5}));
+  int m0 = b.node("mm", "aten.mm.default", {x, y}, F({4, 5}));
+  int m1 = b.node("mm_1", "aten.mm.default", {x, y}, F({4, 5}));
+  int m2 = b.node("mm_2", "aten.mm.default", {x, y}, F({4, 5}));
+  int s = b.node("add", "aten.add.Tensor", {m0, m1}, F({4, 5}), {{"alpha", 2}});
+  b.output(s);
+  b.output(b.node("add_1", "aten.add.Tensor", {m2, r}, F({4, 5}), {{"alpha", 1}}));
+  Function f = b.done();
+  auto same = dump(f);
+  ts::merge_summed_products(f);
+  EXPECT_EQ(dump(f), same);
 }
