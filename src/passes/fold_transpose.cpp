@@ -1,6 +1,7 @@
 #include "passes/fold_transpose.h"
 
 #include "ir/rewrite.h"
+#include "passes/products.h"
 
 namespace ts {
 namespace {
@@ -18,14 +19,6 @@ int transpose_producer(const Function& f, int v) {
   if (v < 0) return -1;
   int p = f.producer[v];
   return p >= 0 && !f.nodes[p].dead && is_t(f.nodes[p]) ? p : -1;
-}
-
-bool is_product(const Node& n) { return role(n) == FuseRole::MatMul || role(n) == FuseRole::MatMulT; }
-
-// trans_a / trans_b of a product (false for aten.mm).
-bool flag(const Node& n, const char* k) {
-  if (role(n) != FuseRole::MatMulT || !n.attrs.contains(k)) return false;
-  return n.attrs[k].is_boolean() && n.attrs[k].get<bool>();
 }
 
 void set_matmul(Node& n, int a, int b, bool ta, bool tb) {
@@ -85,7 +78,7 @@ void fold_transpose(Function& f) {
       if (p >= 0 && !f.nodes[p].dead && is_product(f.nodes[p]) && !read_elsewhere(f, x, i)) {
         // (op(a) @ op(b))^T = op(b)^T @ op(a)^T; the t node takes over.
         Node& m = f.nodes[p];
-        bool ta = flag(m, "trans_a"), tb = flag(m, "trans_b");
+        bool ta = product_flag(m, "trans_a"), tb = product_flag(m, "trans_b");
         set_matmul(n, m.inputs.at(1), m.inputs.at(0), !tb, !ta);
         m.dead = true;
         changed = true;
@@ -94,7 +87,7 @@ void fold_transpose(Function& f) {
     }
     if (is_product(n)) {
       int a = n.inputs.at(0), b = n.inputs.at(1);
-      bool ta = flag(n, "trans_a"), tb = flag(n, "trans_b"), fold = false;
+      bool ta = product_flag(n, "trans_a"), tb = product_flag(n, "trans_b"), fold = false;
       if (int p = transpose_producer(f, a); p >= 0) {
         a = f.nodes[p].inputs.at(0);
         ta = !ta;

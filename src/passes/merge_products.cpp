@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "ir/rewrite.h"
+#include "passes/products.h"
 
 namespace ts {
 namespace {
@@ -13,13 +14,6 @@ namespace {
 const char* const kMatmul = "trainstep.matmul";
 const char* const kAdd = "aten.add.Tensor";
 const char* const kCat = "aten.cat.default";
-
-FuseRole role(const Node& n) { return def_of(n).fuse_role; }
-
-bool flag(const Node& n, const char* k) {
-  if (role(n) != FuseRole::MatMulT || !n.attrs.contains(k)) return false;
-  return n.attrs[k].is_boolean() && n.attrs[k].get<bool>();
-}
 
 struct Merger {
   Function& f;
@@ -32,7 +26,7 @@ struct Merger {
 
   // A plain sum: self + 1 * other, all three of one type.
   bool is_sum(const Node& n) const {
-    if (n.dead || role(n) != FuseRole::Add || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+    if (n.dead || def_of(n).fuse_role != FuseRole::Add || n.inputs.size() != 2 || n.outputs.size() != 1 ||
         n.outputs[0] < 0 || n.inputs[0] < 0 || n.inputs[1] < 0)
       return false;
     const json alpha = n.attrs.value("alpha", json(1));
@@ -41,15 +35,19 @@ struct Merger {
     return f.value_types[n.inputs[0]] == t && f.value_types[n.inputs[1]] == t;
   }
 
-  // The summed values under node `n` (inner sums read only here expand).
-  void leaves(int n, std::vector<int>& sums, std::vector<int>& out) const {
+  // The summed values under sum node `n`, each with the sum reading it
+  // (inner sums read only by their parent expand).
+  struct Leaf {
+    int value, reader;
+  };
+  void leaves(int n, std::vector<int>& sums, std::vector<Leaf>& out) const {
     sums.push_back(n);
     for (int v : f.nodes[n].inputs) {
       const int p = f.producer[v];
       if (p >= 0 && is_sum(f.nodes[p]) && only_reader(v, n))
         leaves(p, sums, out);
       else
-        out.push_back(v);
+        out.push_back({v, n});
     }
   }
 
@@ -58,9 +56,7 @@ struct Merger {
     const int p = f.producer[v];
     if (p < 0 || !only_reader(v, reader)) return -1;
     const Node& n = f.nodes[p];
-    const FuseRole r = role(n);
-    if (n.dead || (r != FuseRole::MatMul && r != FuseRole::MatMulT) || n.inputs.size() != 2)
-      return -1;
+    if (n.dead || !is_product(n) || n.inputs.size() != 2) return -1;
     for (int u : n.inputs)
       if (u < 0 || f.value_types[u].shape.size() != 2) return -1;
     return p;
@@ -68,21 +64,17 @@ struct Merger {
 
   // Rewrites the tree rooted at sum node `root`; false if it has nothing to merge.
   bool merge(int root) {
-    std::vector<int> sums, vals;
+    std::vector<int> sums;
+    std::vector<Leaf> vals;
     leaves(root, sums, vals);
     if (vals.size() < 2) return false;
     // Group the product leaves by (trans_a, trans_b, dtype); the largest merges.
     std::map<std::tuple<bool, bool, int>, std::vector<int>> groups;
-    std::vector<int> reader_of(vals.size());
-    for (int s : sums)
-      for (int v : f.nodes[s].inputs)
-        for (size_t i = 0; i < vals.size(); ++i)
-          if (vals[i] == v) reader_of[i] = s;
     for (size_t i = 0; i < vals.size(); ++i) {
-      const int p = product(vals[i], reader_of[i]);
+      const int p = product(vals[i].value, vals[i].reader);
       if (p < 0) continue;
       const Node& n = f.nodes[p];
-      groups[{flag(n, "trans_a"), flag(n, "trans_b"),
+      groups[{product_flag(n, "trans_a"), product_flag(n, "trans_b"),
               static_cast<int>(f.value_types[n.inputs[0]].dtype)}]
           .push_back(static_cast<int>(i));
     }
@@ -90,8 +82,8 @@ struct Merger {
     for (const auto& [k, g] : groups)
       if (!best || g.size() > best->size()) best = &g;
     if (!best || best->size() < 2) return false;
-    const Node& first = f.nodes[f.producer[vals[(*best)[0]]]];
-    const bool trans_a = flag(first, "trans_a"), trans_b = flag(first, "trans_b");
+    const Node& first = f.nodes[f.producer[vals[(*best)[0]].value]];
+    const bool trans_a = product_flag(first, "trans_a"), trans_b = product_flag(first, "trans_b");
     const DType dtype = f.value_types[first.inputs[0]].dtype;
 
     // cat(a_i) along K (a is (M,K), or (K,M) when transposed), cat(b_i) too.
@@ -101,10 +93,10 @@ struct Merger {
     int64_t ka = 0;
     for (size_t i = 0; i < vals.size(); ++i) {
       if (!merged[i]) {
-        rest.push_back(vals[i]);
+        rest.push_back(vals[i].value);
         continue;
       }
-      Node& p = f.nodes[f.producer[vals[i]]];
+      Node& p = f.nodes[f.producer[vals[i].value]];
       as.push_back(p.inputs[0]);
       bs.push_back(p.inputs[1]);
       ka += f.value_types[p.inputs[0]].shape[trans_a ? 0 : 1];
