@@ -79,8 +79,8 @@ class MatmulKernel : public Kernel {
  public:
   // Inputs a, b at positions ia, ib. For addmm, `bias` is self's shape
   // (broadcast to the output) and alpha/beta are set.
-  // a and b are the logical (M,K) and (K,N) shapes; ta/tb: that operand is
-  // stored transposed, (K,M) or (N,K) row-major (rank 2 only).
+  // a and b are the logical (B?,M,K) and (B?,K,N) shapes; ta/tb: that
+  // operand is stored with its last two dims swapped, (B?,K,M) or (B?,N,K).
   MatmulKernel(const Shape& a, const Shape& b, const Shape& c, int ia, int ib, const Shape* bias,
                float alpha, float beta, bool ta = false, bool tb = false)
       : ia_(ia), ib_(ib), beta_(bias ? beta : 0.f) {
@@ -96,7 +96,9 @@ class MatmulKernel : public Kernel {
     using tag = memory::format_tag;
     auto tg = a.size() == 3 ? tag::abc : tag::ab;
     auto md = [&](const Shape& s, bool t = false) {
-      return memory::desc(to_dims(s), memory::data_type::f32, t ? tag::ba : tg);
+      // A transposed operand is stored with its last two dims swapped.
+      const auto tt = a.size() == 3 ? tag::acb : tag::ba;
+      return memory::desc(to_dims(s), memory::data_type::f32, t ? tt : tg);
     };
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
@@ -302,7 +304,8 @@ std::unique_ptr<Kernel> make_addmm(const KernelCtx& k) {
   });
 }
 
-// trainstep.matmul: op(a) @ op(b), op = transpose when trans_a / trans_b.
+// trainstep.matmul: op(a) @ op(b), op = transpose (of the last two dims)
+// when trans_a / trans_b; a and b both rank 2, or both rank 3 (batched).
 struct TransShapes {
   bool ta, tb;
   Shape a, b, c;  // logical op(a), op(b) and the result
@@ -310,20 +313,28 @@ struct TransShapes {
 
 TransShapes trans_shapes(const NodeCtx& ctx) {
   ctx.expect_inputs(2);
-  expect_float_rank(ctx, 0, 2, "a");
-  expect_float_rank(ctx, 1, 2, "b");
+  const size_t rank = ctx.input(0).shape.size();
+  if ((rank != 2 && rank != 3) || ctx.input(1).shape.size() != rank)
+    ctx.fail("a and b must both be rank 2 or both rank 3, got " + ctx.input(0).str() + " and " +
+             ctx.input(1).str());
+  expect_float_rank(ctx, 0, rank, "a");
+  expect_float_rank(ctx, 1, rank, "b");
   expect_same_dtype(ctx, 0, 1, "a", "b");
   TransShapes t;
   t.ta = ctx.attr_bool("trans_a");
   t.tb = ctx.attr_bool("trans_b");
   t.a = ctx.input(0).shape;
   t.b = ctx.input(1).shape;
-  if (t.ta) std::swap(t.a[0], t.a[1]);
-  if (t.tb) std::swap(t.b[0], t.b[1]);
-  if (t.a[1] != t.b[0])
+  if (t.ta) std::swap(t.a[rank - 2], t.a[rank - 1]);
+  if (t.tb) std::swap(t.b[rank - 2], t.b[rank - 1]);
+  if (rank == 3 && t.a[0] != t.b[0])
+    ctx.fail("batch sizes differ: " + shape_str(ctx.input(0).shape) + " and " +
+             shape_str(ctx.input(1).shape));
+  if (t.a[rank - 1] != t.b[rank - 2])
     ctx.fail("inner dimensions differ: " + std::string(t.ta ? "a^T " : "a ") + shape_str(t.a) +
              " @ " + (t.tb ? "b^T " : "b ") + shape_str(t.b));
-  t.c = {t.a[0], t.b[1]};
+  t.c = t.a;
+  t.c[rank - 1] = t.b[rank - 1];
   return t;
 }
 
@@ -347,17 +358,20 @@ void register_matmul_ops(OpRegistry& r) {
            make_mm};
   mm.fuse_role = FuseRole::MatMul;
   r.add(std::move(mm));
-  r.add({"aten.bmm.default",
-         "Batched matrix product of float32 (oneDNN) or float64 (B,M,K) @ (B,K,N) -> (B,M,N)",
-         infer_bmm, make_mm});
+  OpDef bmm{"aten.bmm.default",
+            "Batched matrix product of float32 (oneDNN) or float64 (B,M,K) @ (B,K,N) -> (B,M,N)",
+            infer_bmm, make_mm};
+  bmm.fuse_role = FuseRole::BatchMatMul;
+  r.add(std::move(bmm));
   r.add({"aten.addmm.default",
          "beta*self + alpha*(mat1 @ mat2), float32 (oneDNN) or float64; self broadcastable to "
          "(M,N); self is ignored when beta=0",
          infer_addmm, make_addmm});
   OpDef matmul{"trainstep.matmul",
                "op(a) @ op(b) for float32 (oneDNN, or SmallGemm where it measures faster) or float64 "
-               "rank-2 a, b, op = transpose when attr trans_a / trans_b; reads transposed operands "
-               "in place (made by the fold_transpose and merge_summed_products passes)",
+               "a, b both rank 2 or both rank 3 (batched), op = transpose of the last two dims when "
+               "attr trans_a / trans_b; reads transposed operands in place (made by the "
+               "fold_transpose and merge_summed_products passes)",
                infer_trans_mm, make_trans_mm};
   matmul.fuse_role = FuseRole::MatMulT;
   r.add(std::move(matmul));

@@ -172,6 +172,8 @@ enum class FuseRole {
   MatMul,           // a @ b
   MatMulT,          // op(a) @ op(b), op by attrs trans_a / trans_b
   Add,              // self + alpha * other (a sum of products may merge)
+  BatchMatMul,      // a @ b of rank-3 a, b (batched)
+  SwapDims,         // x with dims attr dim0 and dim1 swapped
 };
 
 struct OpDef {

@@ -616,7 +616,9 @@ void register_shape_ops(OpRegistry& r) {
   t.algebra.involution = true;
   t.fuse_role = FuseRole::Transpose;
   r.add(std::move(t));
-  r.add(OpDef{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true});
+  OpDef transpose{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
+  transpose.fuse_role = FuseRole::SwapDims;
+  r.add(std::move(transpose));
   OpDef permute{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
   permute.fuse_role = FuseRole::Permute;
   r.add(std::move(permute));

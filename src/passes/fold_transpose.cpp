@@ -1,5 +1,7 @@
 #include "passes/fold_transpose.h"
 
+#include <algorithm>
+
 #include "ir/rewrite.h"
 #include "passes/products.h"
 
@@ -26,6 +28,28 @@ void set_matmul(Node& n, int a, int b, bool ta, bool tb) {
   n.def = nullptr;  // compact() re-resolves it
   n.inputs = {a, b};
   n.attrs = {{"trans_a", ta}, {"trans_b", tb}};
+}
+
+// The live node producing v if it swaps the last two dims of a rank-3
+// tensor (aten.transpose.int with dims 1 and 2, or -1 and -2), else -1.
+int swap_last_producer(const Function& f, int v) {
+  if (v < 0) return -1;
+  const int p = f.producer[v];
+  if (p < 0 || f.nodes[p].dead || role(f.nodes[p]) != FuseRole::SwapDims) return -1;
+  const Node& n = f.nodes[p];
+  if (n.inputs.empty() || n.inputs[0] < 0 || f.value_types[n.inputs[0]].shape.size() != 3)
+    return -1;
+  const json d0 = n.attrs.value("dim0", json()), d1 = n.attrs.value("dim1", json());
+  if (!d0.is_number_integer() || !d1.is_number_integer()) return -1;
+  const int64_t a = (d0.get<int64_t>() % 3 + 3) % 3, b = (d1.get<int64_t>() % 3 + 3) % 3;
+  return std::min(a, b) == 1 && std::max(a, b) == 2 ? p : -1;
+}
+
+// A batched product: bmm, or a trainstep.matmul of rank-3 operands.
+bool is_batched_product(const Function& f, const Node& n) {
+  if (role(n) == FuseRole::BatchMatMul) return true;
+  return role(n) == FuseRole::MatMulT && n.inputs.size() == 2 && n.inputs[0] >= 0 &&
+         f.value_types[n.inputs[0]].shape.size() == 3;
 }
 
 // Does any live node other than `self` read v, or is v a function output?
@@ -59,7 +83,7 @@ bool canonicalize_permutes(Function& f) {
 
 }  // namespace
 
-void fold_transpose(Function& f) {
+void fold_transpose(Function& f, bool batched) {
   bool changed = canonicalize_permutes(f);
   // Nodes are in execution order, so a product is rewritten before the t
   // that reads it, and a t before the t or product that reads it.
@@ -85,15 +109,20 @@ void fold_transpose(Function& f) {
       }
       continue;
     }
-    if (is_product(n)) {
+    const bool rank3 = batched && is_batched_product(f, n);
+    if (rank3 || is_product(n)) {
+      // The operand's transpose: aten.t for rank 2, the last two dims' swap for rank 3.
+      auto transposed = [&](int v) {
+        return rank3 ? swap_last_producer(f, v) : transpose_producer(f, v);
+      };
       int a = n.inputs.at(0), b = n.inputs.at(1);
       bool ta = product_flag(n, "trans_a"), tb = product_flag(n, "trans_b"), fold = false;
-      if (int p = transpose_producer(f, a); p >= 0) {
+      if (int p = transposed(a); p >= 0) {
         a = f.nodes[p].inputs.at(0);
         ta = !ta;
         fold = true;
       }
-      if (int p = transpose_producer(f, b); p >= 0) {
+      if (int p = transposed(b); p >= 0) {
         b = f.nodes[p].inputs.at(0);
         tb = !tb;
         fold = true;
@@ -111,7 +140,7 @@ void fold_transpose(Function& f) {
     auto readers = consumers(f);
     auto outs = output_values(f);
     for (auto& n : f.nodes) {
-      if (n.dead || !is_t(n)) continue;
+      if (n.dead || !(is_t(n) || role(n) == FuseRole::SwapDims)) continue;
       int v = n.outputs[0];
       if (v < 0 || (readers[v].empty() && !outs[v])) {
         n.dead = true;

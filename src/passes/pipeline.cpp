@@ -52,7 +52,10 @@ void optimize(Function& f, const CompileOptions& o, Device d) {
   // arithmetic. Transposes fold into matmuls and relus into convs before
   // the elementwise groups form, so those relus are not grouped away.
   if (o.fusion) {
-    fold_transpose(f);
+    // Batched products with transposed operands only on the CPU for now:
+    // the CUDA trainstep.matmul takes rank 2 (its cuBLASLt layouts would
+    // take rank 3, but no GPU has run that yet).
+    fold_transpose(f, d == Device::Cpu);
     // The relu folds and blocked layouts are oneDNN's forms: the CUDA
     // kernels take plain layouts and the unfused ops.
     if (d == Device::Cpu) {

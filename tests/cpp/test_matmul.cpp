@@ -162,6 +162,43 @@ TEST(Matmul, TransposedOperandsAllFlags) {
     }
 }
 
+// Rank 3: each batch's operands stored with their last two dims swapped per
+// flag, in float32 (oneDNN) and float64 (Gemm64).
+TEST(Matmul, BatchedTransposedOperandsAllFlags) {
+  std::mt19937 rng(11);
+  const int64_t B = 3, M = 5, K = 7, N = 4;
+  for (DType dt : {DType::F32, DType::F64})
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2;
+      HostTensor a = random_f32({B, M, K}, rng), b = random_f32({B, K, N}, rng);
+      // Stored per flag, converted to dt.
+      auto stored = [&](const HostTensor& t, bool tr) {
+        const int64_t R = t.view.shape[1], C = t.view.shape[2];
+        HostTensor s(dt, tr ? ts::Shape{B, C, R} : ts::Shape{B, R, C});
+        for (int64_t z = 0; z < B; ++z)
+          for (int64_t i = 0; i < R; ++i)
+            for (int64_t j = 0; j < C; ++j) {
+              const float v = f32(t)[(z * R + i) * C + j];
+              const int64_t at = tr ? (z * C + j) * R + i : (z * R + i) * C + j;
+              if (dt == DType::F32)
+                s.view.as<float>()[at] = v;
+              else
+                s.view.as<double>()[at] = v;
+            }
+        return s;
+      };
+      HostTensor sa = stored(a, ta), sb = stored(b, tb);
+      std::vector<ts::TensorType> t;
+      auto c = run_op("trainstep.matmul", {{"trans_a", ta}, {"trans_b", tb}}, {&sa, &sb}, &t);
+      ASSERT_EQ(t[0].shape, (ts::Shape{B, M, N}));
+      const auto want = ref_mm(f32(a), f32(b), B, M, K, N);
+      for (int64_t i = 0; i < B * M * N; ++i) {
+        const double got = dt == DType::F32 ? c[0].view.as<float>()[i] : c[0].view.as<double>()[i];
+        ASSERT_NEAR(got, want[i], 1e-4) << "trans_a " << ta << " trans_b " << tb << " at " << i;
+      }
+    }
+}
+
 TEST(Matmul, TransposedErrors) {
   auto T = [](ts::Shape s, DType d = DType::F32) { return ts::TensorType{d, s}; };
   const char* op = "trainstep.matmul";
@@ -172,7 +209,12 @@ TEST(Matmul, TransposedErrors) {
   EXPECT_EQ(infer_error(op, {{"trans_a", false}}, {T({3, 4}), T({4, 6})}),
             "node 'n0' (trainstep.matmul): missing attribute 'trans_b'");
   EXPECT_EQ(infer_error(op, {{"trans_a", false}, {"trans_b", false}}, {T({2, 3, 4}), T({4, 6})}),
-            "node 'n0' (trainstep.matmul): a must be rank 2, got float32[2, 3, 4]");
+            "node 'n0' (trainstep.matmul): a and b must both be rank 2 or both rank 3, got "
+            "float32[2, 3, 4] and float32[4, 6]");
+  EXPECT_EQ(infer_error(op, {{"trans_a", false}, {"trans_b", true}}, {T({2, 3, 4}), T({3, 6, 4})}),
+            "node 'n0' (trainstep.matmul): batch sizes differ: [2, 3, 4] and [3, 6, 4]");
+  EXPECT_EQ(infer_op(op, {{"trans_a", true}, {"trans_b", false}}, {T({5, 4, 3}), T({5, 4, 6})})[0].shape,
+            (ts::Shape{5, 3, 6}));
   EXPECT_EQ(infer_op(op, {{"trans_a", true}, {"trans_b", true}}, {T({4, 3}), T({6, 4})})[0].shape,
             (ts::Shape{3, 6}));
 }

@@ -184,6 +184,36 @@ TEST(FoldTranspose, TwoDimPermutesFoldLikeT) {
   expect_same_outputs(before, f, 3);
 }
 
+// Attention's backward: bmm(transpose(x, 1, 2), g) and bmm(g, transpose(y,
+// -1, -2)) read x and y transposed in place. A transpose of other dims, and
+// batched folds when they are off (the CUDA pipeline), stay.
+TEST(FoldTranspose, BatchedTransposesFoldIntoBmm) {
+  Builder b;
+  int x = b.input("x", F({2, 5, 3})), g = b.input("g", F({2, 5, 4})), y = b.input("y", F({2, 6, 4}));
+  int z = b.input("z", F({5, 2, 3}));
+  int tx = b.node("transpose", "aten.transpose.int", {x}, F({2, 3, 5}), {{"dim0", 1}, {"dim1", 2}});
+  int m0 = b.node("bmm", "aten.bmm.default", {tx, g}, F({2, 3, 4}));
+  int ty = b.node("transpose_1", "aten.transpose.int", {y}, F({2, 4, 6}), {{"dim0", -1}, {"dim1", -2}});
+  int m1 = b.node("bmm_1", "aten.bmm.default", {g, ty}, F({2, 5, 6}));
+  int tz = b.node("transpose_2", "aten.transpose.int", {z}, F({2, 5, 3}), {{"dim0", 0}, {"dim1", 1}});
+  int m2 = b.node("bmm_2", "aten.bmm.default", {tz, tx}, F({2, 5, 5}));
+  for (int v : {m0, m1, m2}) b.output(v);
+  Function before = b.done(), f = before, off = before;
+  ts::fold_transpose(f);
+  // Both readers of transpose fold it, so it goes.
+  std::vector<std::string> want = {
+      R"(%bmm = trainstep.matmul(%x, %g, {"trans_a":true,"trans_b":false}))",
+      R"(%bmm_1 = trainstep.matmul(%g, %y, {"trans_a":false,"trans_b":true}))",
+      R"(%transpose_2 = aten.transpose.int(%z, {"dim0":0,"dim1":1}))",
+      R"(%bmm_2 = trainstep.matmul(%transpose_2, %x, {"trans_a":false,"trans_b":true}))",
+  };
+  EXPECT_EQ(dump(f), want);
+  expect_same_outputs(before, f, 6);
+  auto same = dump(off);
+  ts::fold_transpose(off, /*batched=*/false);
+  EXPECT_EQ(dump(off), same);
+}
+
 TEST(FoldTranspose, NothingToFoldLeavesTheFunction) {
   Builder b;
   int x = b.input("x", F({2, 3})), w = b.input("w", F({3, 4}));
