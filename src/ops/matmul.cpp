@@ -228,28 +228,35 @@ std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Sh
                                     double alpha, double beta, bool ta = false, bool tb = false) {
   if (k.node.input(ia).dtype == DType::F64)
     return std::make_unique<Gemm64Kernel>(a, b, c, ia, ib, bias, alpha, beta, ta, tb, k.threads);
-  auto dnnl = std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta, tb);
-  if (c.size() != 2 || !SmallGemm::suits(c[0], c[1], a[1])) return dnnl;
-  auto small = std::make_unique<SmallGemmKernel>(a, c, ia, ib, bias, float(alpha), float(beta),
-                                                 ta, tb, k.threads);
-  std::unique_ptr<Scratch> s;  // made on the first timed call: a cached pick needs none
-  auto scratch = [&] {
+  auto make_dnnl = [&] {
+    return std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta, tb);
+  };
+  if (c.size() != 2 || !SmallGemm::suits(c[0], c[1], a[1])) return make_dnnl();
+  auto make_small = [&] {
+    return std::make_unique<SmallGemmKernel>(a, c, ia, ib, bias, float(alpha), float(beta), ta, tb,
+                                             k.threads);
+  };
+  // Candidates and scratch data are made on the first timed call: a cached
+  // or forced pick builds only the kernel it keeps.
+  std::unique_ptr<Kernel> dnnl, small;
+  std::unique_ptr<Scratch> s;
+  auto timed = [&](std::unique_ptr<Kernel>& kern, auto make) {
+    if (!kern) kern = make();
     if (!s) s = std::make_unique<Scratch>(k.node, c);
-    return s.get();
+    kern->run(s->in.data(), &s->out);
   };
   std::string key = "gemm m=" + std::to_string(c[0]) + " n=" + std::to_string(c[1]) +
                     " k=" + std::to_string(a[1]) + (ta ? " a^T" : "") + (tb ? " b^T" : "");
   if (bias && beta != 0) key += " +beta*C";
   if (alpha != 1) key += " *alpha";
-  KernelChoice choice = choose_kernel(
-      key, k.threads,
-      {{"onednn", [&] { dnnl->run(scratch()->in.data(), &scratch()->out); }},
-       {"small_k", [&] { small->run(scratch()->in.data(), &scratch()->out); }}});
+  KernelChoice choice = choose_kernel(key, k.threads,
+                                      {{"onednn", [&] { timed(dnnl, make_dnnl); }},
+                                       {"small_k", [&] { timed(small, make_small); }}});
   std::unique_ptr<Kernel> pick;
   if (choice.names[choice.pick] == "small_k")
-    pick = std::move(small);
+    pick = small ? std::move(small) : make_small();
   else
-    pick = std::move(dnnl);
+    pick = dnnl ? std::move(dnnl) : make_dnnl();
   return std::make_unique<ChosenKernel>(std::move(pick), std::move(choice));
 }
 
