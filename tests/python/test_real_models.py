@@ -33,6 +33,9 @@ Patterns covered (issue 13's table):
   double_lstm         time_sequence_prediction's float64 LSTMCell loop
   scatter_grid        writes through two index tensors: grid[:, rows, cols] = t
                       and index_put(..., accumulate=True) with repeats
+  index_patterns      h[:, rows, :, cols] (index tensors apart: their dims
+                      first), bool-mask writes from a buffer, and on 2.x
+                      g[rows, :, cols] = v
   pads, upsampling, conv_variants
                       reflection/replication/constant pads, repeat, cumsum;
                       nearest/bilinear upsampling, avg and adaptive pools;
@@ -462,6 +465,99 @@ def test_index_put_decomposition_matches_torch():
                         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
                         checked += 1
     assert checked > 100
+
+
+# Index tensors separated by a slice, on rank-3 and rank-4 x.
+NON_ADJACENT = [(3, (0, 2)), (4, (0, 2)), (4, (0, 3)), (4, (1, 3)), (4, (0, 1, 3))]
+
+
+def _non_adjacent(g, distinct):
+    """(x, indices) with index tensors on NON_ADJACENT's dims: (a, 1) against
+    (1, b) when two (else 1-d of one length), some negative, a trailing None
+    half the time; distinct positions unless asked for repeats."""
+    for rank, dims in NON_ADJACENT:
+        x = torch.randn(*torch.randint(2, 5, (rank,), generator=g).tolist(), generator=g)
+        sizes = [x.shape[d] for d in dims]
+        n = int(torch.randint(1, min(sizes) + 1, (1,), generator=g))
+        shapes = [(n, 1), (1, n)] if len(dims) == 2 else [(n,)] * len(dims)
+        idx = []
+        for k, (d, shape) in enumerate(zip(sizes, shapes)):
+            if distinct and (k == 0 or len(dims) == 2):
+                t = torch.randperm(d, generator=g)[:n].reshape(shape)
+            else:
+                t = torch.randint(0, d, shape, generator=g)
+            idx.append(t - d * (torch.rand(shape, generator=g) < 0.5))
+        indices = [None] * rank
+        for d, t in zip(dims, idx):
+            indices[d] = t
+        trail = bool(torch.rand((), generator=g) < 0.5) and dims[-1] < rank - 1
+        yield x, indices[:dims[-1] + 1 + trail]
+
+
+def test_index_decomposition_of_non_adjacent_indices_matches_torch():
+    """x[i, :, j]: torch puts the broadcast index dims first."""
+    g = torch.Generator().manual_seed(13)
+    index = _decomposed(A.index.Tensor)
+    for _ in range(10):
+        for x, indices in _non_adjacent(g, distinct=False):
+            got = index(x, indices)
+            assert torch.equal(got, A.index.Tensor(x, indices)), (x.shape, indices)
+
+
+def test_index_put_decomposition_of_non_adjacent_indices_matches_torch():
+    """x[i, :, j] = v and += v: values of x[indices]'s full shape, of its
+    last dim, 0-d; duplicates only with accumulate."""
+    g = torch.Generator().manual_seed(14)
+    index_put = _decomposed(A.index_put.default)
+    for _ in range(10):
+        for accumulate in (False, True):
+            for x, indices in _non_adjacent(g, distinct=not accumulate):
+                full = A.index.Tensor(x, indices).shape
+                for values in (torch.randn(full, generator=g),
+                               torch.randn(full[-1:], generator=g), torch.tensor(-1.5)):
+                    got = index_put(x, indices, values, accumulate)
+                    want = A.index_put.default(x, indices, values, accumulate)
+                    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_index_put_decomposition_of_bool_masks_matches_torch():
+    """x[mask] = v, x[:, mask] += v: a where() over x when the values do not
+    depend on how many elements the mask selects (0-d, one element, the dims
+    after the mask's, with a size-1 dim for the mask's count); a uint8 mask
+    writes as the bool one. Values sized by that count, a mask with another
+    index and a mask read stay whole (data-dependent)."""
+    g = torch.Generator().manual_seed(15)
+    index_put = _decomposed(A.index_put.default)
+    for _ in range(20):
+        x = torch.randn(*torch.randint(1, 5, (int(torch.randint(2, 5, (1,), generator=g)),),
+                                       generator=g).tolist(), generator=g)
+        first = int(torch.randint(0, 2, (1,), generator=g))
+        m = int(torch.randint(1, x.dim() - first + 1, (1,), generator=g))
+        mask = torch.rand(x.shape[first:first + m], generator=g) < 0.5
+        lead, rest = x.shape[:first], x.shape[first + m:]
+        indices = [None] * first + [mask]
+        for values in (torch.tensor(0.5), torch.randn(1, generator=g), torch.randn(rest, generator=g),
+                       torch.randn(rest[-1:], generator=g), torch.randn(*lead, 1, *rest, generator=g)):
+            for accumulate in (False, True):
+                want = A.index_put.default(x, indices, values, accumulate)
+                torch.testing.assert_close(index_put(x, indices, values, accumulate), want)
+                uint8 = [None] * first + [mask.to(torch.uint8)]
+                torch.testing.assert_close(index_put(x, uint8, values, accumulate), want)
+        count = int(mask.sum())
+        if count != 1:  # one element: values of shape [1, *rest] are static
+            values = torch.randn(*lead, count, *rest, generator=g)
+            assert index_put(x, indices, values, False) is NotImplemented
+        assert _decomposed(A.index.Tensor)(x, indices) is NotImplemented
+        if x.dim() > first + m:
+            other = indices + [torch.zeros(1, dtype=torch.long)]
+            assert index_put(x, other, torch.tensor(1.0), False) is NotImplemented
+
+
+def test_index_patterns_verify(tmp_path):
+    """A gather through index tensors separated by a slice (its backward a
+    non-adjacent index_put), bool-mask writes, and on 2.x a non-adjacent
+    write, end to end."""
+    _export_verify(tmp_path, os.path.join(REAL, "index_patterns.py"))
 
 
 def test_as_strided_scatter_decomposition_matches_torch():
