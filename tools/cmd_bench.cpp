@@ -132,10 +132,9 @@ void add_bench(CLI::App& app, Action& action) {
       if (lead) note_if_unchecked(*path, s->artifact().tensors.checksummed);
       double compile_s = std::chrono::duration<double>(clock::now() - t0).count();
       const ts::Artifact& a = s->artifact();
-      std::vector<ts::Tensor> xs;
-      for (int i = 0; a.tensors.find("golden/step0/input" + std::to_string(i)); ++i)
-        xs.push_back(a.tensor("golden/step0/input" + std::to_string(i)).view);
-      const ts::Tensor& y = a.tensor("golden/step0/target").view;
+      const ts::Artifact::Batch b0 = a.golden_batch(0);
+      const std::vector<ts::Tensor>& xs = b0.inputs;
+      const std::vector<ts::Tensor>& y = b0.targets;
       const int accum = *accumulate;
       auto step = [&] {
         if (accum == 0) return s->train_step(xs, y);

@@ -160,6 +160,14 @@ std::string trace_step0(const ts::Artifact& a, double tol, int threads, bool qui
   double lr64 = g.value("lr", 0.0);  // the lr port is float64 for float64 models
   float lr32 = static_cast<float>(lr64);
   int64_t seed = g.value("seed", int64_t(0)), offset = g.value("offset", int64_t(0));
+  const ts::Artifact::Batch b0 = a.golden_batch(0);
+  const std::vector<int> in_slots = f.inputs_of(ts::Role::Input);
+  const std::vector<int> target_slots = f.inputs_of(ts::Role::Target);
+  auto batch_data = [](const std::vector<int>& slots, const std::vector<ts::Tensor>& ts, size_t i) {
+    for (size_t k = 0; k < slots.size(); ++k)
+      if (size_t(slots[k]) == i) return ts[k].data;
+    return static_cast<void*>(nullptr);
+  };
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const ts::Port& p = f.inputs[i];
     void* data = nullptr;
@@ -167,8 +175,8 @@ std::string trace_step0(const ts::Artifact& a, double tol, int threads, bool qui
     else if (p.role == ts::Role::Lr) data = p.type.dtype == ts::DType::F64 ? static_cast<void*>(&lr64) : &lr32;
     else if (p.role == ts::Role::RngSeed) data = &seed;
     else if (p.role == ts::Role::RngOffset) data = &offset;
-    else if (p.role == ts::Role::Input) data = a.tensor("golden/step0/input" + std::to_string(p.index)).view.data;
-    else if (p.role == ts::Role::Target) data = a.tensor("golden/step0/target").view.data;
+    else if (p.role == ts::Role::Input) data = batch_data(in_slots, b0.inputs, i);
+    else if (p.role == ts::Role::Target) data = batch_data(target_slots, b0.targets, i);
     else ts::fail(a.path + ": train_step input '" + p.name + "' has role '" + ts::role_name(p.role) +
                   "', which a train_step does not take");
     ex.bind_input(static_cast<int>(i), data);
@@ -256,9 +264,6 @@ void add_verify(CLI::App& app, Action& action) {
       s->set_seed(g.value("seed", int64_t(0)));
       s->set_step(g.value("offset", int64_t(0)));
       s->set_lr(g.value("lr", s->lr()));
-      const ts::Function& tf = a.program.function("train_step");
-      int n_in = 0;
-      for (const auto& p : tf.inputs) n_in += p.role == ts::Role::Input;
 
       // name: what the line says; key: the value's calibration key.
       auto check = [&](const std::string& name, const std::string& key, const ts::Tensor& got,
@@ -272,12 +277,6 @@ void add_verify(CLI::App& app, Action& action) {
           std::printf("  %-44s max_abs %.3e  of_scale %.3e  tol %.1e  max_rel %.3e  %s\n",
                       name.c_str(), d.max_abs, d.max_abs / std::max(d.scale, 1e-12), t,
                       d.max_rel, ok ? "ok" : "MISMATCH");
-      };
-      auto batch = [&](const std::string& prefix, std::vector<ts::Tensor>& xs) {
-        xs.clear();
-        for (int i = 0; i < n_in; ++i)
-          xs.push_back(a.tensor(prefix + "/input" + std::to_string(i)).view);
-        return a.tensor(prefix + "/target").view;
       };
       // The first step's update of each state tensor, at the update's own
       // scale: a wrong optimizer rule shows here even where the trajectory
@@ -298,7 +297,6 @@ void add_verify(CLI::App& app, Action& action) {
       double loss_scale = 0;
       for (int64_t k = 0; k < losses.numel(); ++k)
         loss_scale = std::max(loss_scale, std::fabs(double(losses.as<float>()[k])));
-      std::vector<ts::Tensor> xs;
       // The whole step (train_step); then, if the artifact has them, the
       // same steps split into grad_step + apply_grads, whose gradients of
       // step 0 are compared with eager's too.
@@ -310,8 +308,8 @@ void add_verify(CLI::App& app, Action& action) {
           s->set_step(g.value("offset", int64_t(0)));
         }
         for (int64_t k = 0; k < steps; ++k) {
-          ts::Tensor y = batch("golden/step" + std::to_string(k), xs);
-          float loss = split ? s->grad_step(xs, y) : s->train_step(xs, y);
+          const ts::Artifact::Batch b = a.golden_batch(k);
+          float loss = split ? s->grad_step(b.inputs, b.targets) : s->train_step(b.inputs, b.targets);
           ts::Tensor got{ts::DType::F32, {}, &loss};
           ts::Tensor want{ts::DType::F32, {}, losses.as<float>() + k};
           check(tag + "loss[step " + std::to_string(k) + "]", "loss/" + std::to_string(k), got,
@@ -326,8 +324,8 @@ void add_verify(CLI::App& app, Action& action) {
           check(tag + "state " + n, "state/" + n, s->state(n),
                 a.tensor("golden/final/" + n).view);
       }
-      ts::Tensor y = batch("golden/step0", xs);
-      s->eval_step(xs, y);
+      const ts::Artifact::Batch b0 = a.golden_batch(0);
+      s->eval_step(b0.inputs, b0.targets);
       for (int i = 0; i < s->eval_output_count(); ++i) {
         const std::string o = "output" + std::to_string(i);
         check("eval " + s->eval_output_name(i), "eval/" + o, s->eval_output(i),

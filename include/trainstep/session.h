@@ -104,8 +104,11 @@ class Session {
   const Artifact& artifact() const { return *artifact_; }
   int64_t batch_size() const;
   // What train_step and eval_step take: the model inputs' types, by input
-  // index, and the target's (the artifact's example batch).
+  // index, and the target tensors' (the artifact's example batch). A
+  // structured target (a dict of labels and boxes) is several tensors, in
+  // the order of its leaves; target_type() is the first.
   std::vector<TensorType> input_types() const;
+  std::vector<TensorType> target_types() const;
   TensorType target_type() const;
 
   // State: parameters, buffers and optimizer state, by name.
@@ -126,7 +129,9 @@ class Session {
   // One training step on a batch; returns the loss. Inputs must match the
   // artifact's example batch exactly (dtype and shape). See NonFinite for
   // what happens when a result is not finite.
+  // The one-tensor target form is for artifacts with a single target.
   float train_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  float train_step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets);
   // NonFinite::Skip: optimizer steps whose update was dropped (kept in
   // checkpoints), and whether the last train_step / apply_grads was one.
   int64_t skipped_steps() const { return skipped_; }
@@ -136,6 +141,7 @@ class Session {
   // each eval_step advances by one; set it to 0 before an evaluation pass
   // for the same draws every pass.
   void eval_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  void eval_step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets);
   void set_eval_offset(int64_t o) { eval_offset_ = o; }
   int64_t eval_offset() const { return eval_offset_; }
   const Tensor& eval_output() const;       // the model's (first) output tensor
@@ -158,6 +164,7 @@ class Session {
   // Skip mode a non-finite micro-batch adds nothing and marks the pending
   // optimizer step to be skipped by apply_grads.
   float grad_step(const std::vector<Tensor>& inputs, const Tensor& target);
+  float grad_step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets);
   // Averages the accumulated gradients over the grad_steps since the last
   // apply (mean-reduced losses: the gradient of their concatenated batch),
   // clips them if the artifact was exported with clipping, runs the
@@ -223,6 +230,11 @@ class Session {
   CheckpointMeta load_checkpoint(const std::string& path, SafeTensors ck);
 
  private:
+  // The steps above on `n` target tensors (no vector: nothing is
+  // allocated per step).
+  float train_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n);
+  float grad_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n);
+  void eval_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n);
   BoundStep* find_step(StepKind k) const;  // null when the artifact has none
   BoundStep& step(StepKind k) const;       // the train or eval step (always there)
   // New state from a step's outputs back into the state tensors.

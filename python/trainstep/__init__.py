@@ -23,7 +23,8 @@ class TrainSpec:
     returns a 0-d loss; optimizer is a torch.optim instance built on
     model.parameters(). The example batch fixes the batch size. Each input
     and the target may be a tensor or a structure of them (dict, tuple,
-    namedtuple, dataclass); the target holds one tensor.
+    namedtuple, dataclass): a dict of labels and boxes is several target
+    tensors, one runtime port each.
     """
     model: Any
     loss_fn: Callable
@@ -41,9 +42,10 @@ class TrainSpec:
     # by name); `trainstep export --grads` sets it.
     export_grads: bool = False
     # The dim of each example input tensor (an int: of all; a structured
-    # input counts each tensor leaf, in order) and of the target that
-    # holds the batch; None: dim 0, or where the example batch shows it
+    # input counts each tensor leaf, in order) and of each target tensor
+    # (an int: of all; a sequence: one per target leaf) that holds the
+    # batch; None: dim 0, or where the example batch shows it
     # (sequence-first data: dim 1). See trainstep/batch.py.
     batch_dims: Optional[Any] = None
-    target_batch_dim: Optional[int] = None
+    target_batch_dim: Optional[Any] = None
     extra: dict = field(default_factory=dict)

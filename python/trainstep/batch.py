@@ -1,6 +1,6 @@
-"""Where the batch is: the dim of each example input tensor (each tensor
-leaf of a structured input, pytree.Example) and of the target that holds
-the batch's samples.
+"""Where the batch is: the dim of each example input tensor and of each
+target tensor (each tensor leaf of a structured input or target,
+pytree.Example) that holds the batch's samples.
 
 Dim 0 unless the spec says otherwise (TrainSpec.batch_dims and
 target_batch_dim) or the example batch shows it: sequence-first data, a
@@ -24,31 +24,27 @@ _CANDIDATES = (0, 1)
 
 @dataclass
 class Layout:
-    inputs: List[int]  # batch dim of each example input
-    target: int        # batch dim of the example target
-    size: int          # samples per batch
+    inputs: List[int]   # batch dim of each example input leaf
+    targets: List[int]  # batch dim of each example target leaf
+    size: int           # samples per batch
 
     @property
     def trivial(self):
-        return self.target == 0 and all(d == 0 for d in self.inputs)
+        return all(d == 0 for d in self.inputs + self.targets)
 
 
 def example(spec, where=None):
     """The spec's example batch as pytree.Example; a BatchLayoutError when an
     input or the target holds what the step cannot take, or the target no
-    tensor (the runtime takes one target tensor: several are for a later
-    slice, docs/format.md)."""
+    tensor."""
     try:
         ex = pytree.Example(spec.example_inputs, spec.example_target)
     except TypeError as e:
         raise BatchLayoutError(f"the example batch: {e}", where) from None
-    n = len(ex.target_leaves)
-    if n != 1:
+    if not ex.target_leaves:
         raise BatchLayoutError(
-            f"the example target holds {'no' if not n else n} tensors"
-            + (f" ({', '.join(ex.target_names)})" if n else "")
-            + "; the step takes exactly one target tensor (a dict or tuple around it is "
-            "fine). Pass the other tensors as model inputs, or stack them into one", where)
+            "the example target holds no tensor; the step takes at least one target tensor "
+            "(a tensor, or a dict, tuple, ... of them)", where)
     return ex
 
 
@@ -59,24 +55,26 @@ def _shapes(named):
 def resolve(spec, where=None):
     """The spec's Layout; a BatchLayoutError (with `where`) when the batch
     cannot be placed."""
-    named = example(spec, where).described()  # each input tensor, then the target
+    ex = example(spec, where)
+    named = ex.described()  # each input tensor, then each target tensor
+    n_in = len(ex.input_leaves)
     if any(not isinstance(t, torch.Tensor) or t.dim() == 0 for _, t in named):
         # Not a batch the capture takes; check_spec and the capture say so.
-        return Layout([0] * (len(named) - 1), 0, 0)
+        return Layout([0] * n_in, [0] * (len(named) - n_in), 0)
     declared = getattr(spec, "batch_dims", None)
     if declared is not None or getattr(spec, "target_batch_dim", None) is not None:
-        return _declared(spec, named, where)
+        return _declared(spec, named, n_in, where)
+    target = named[n_in][1]  # the first target tensor sets the candidate sizes
     if len({t.shape[0] for _, t in named}) == 1:
-        return Layout([0] * (len(named) - 1), 0, int(named[-1][1].shape[0]))
+        return Layout([0] * n_in, [0] * (len(named) - n_in), int(target.shape[0]))
     found = []
-    target = named[-1][1]
     for size in {int(target.shape[d]) for d in _CANDIDATES if d < target.dim()}:
         dims = []
         for _, t in named:
             at = [d for d in _CANDIDATES if d < t.dim() and t.shape[d] == size]
             dims.append(at)
         if all(len(a) == 1 for a in dims):
-            found.append(Layout([a[0] for a in dims[:-1]], dims[-1][0], size))
+            found.append(Layout([a[0] for a in dims[:n_in]], [a[0] for a in dims[n_in:]], size))
         elif all(dims):
             found.append(None)  # the size sits on dim 0 and dim 1 of some tensor
     if len(found) == 1 and found[0] is not None:
@@ -90,39 +88,48 @@ def resolve(spec, where=None):
     raise BatchLayoutError(
         f"batch dimension: {_shapes(named)} do not agree on dim 0, and where else the batch "
         f"is cannot be inferred: {why}. Declare it: TrainSpec(batch_dims=(dim of each "
-        f"input,), target_batch_dim=dim)", where)
+        f"input,), target_batch_dim=dim or (dim of each target tensor,))", where)
 
 
-def _declared(spec, named, where):
-    n_in = len(named) - 1
-    dims = getattr(spec, "batch_dims", None)
-    if dims is None:
-        dims = [0] * n_in
-    elif isinstance(dims, int):
-        dims = [dims] * n_in
-    dims = list(dims)
-    if len(dims) != n_in:
-        raise BatchLayoutError(f"batch_dims has {len(dims)} entries for {n_in} example "
-                               "input(s)", where)
-    t_dim = getattr(spec, "target_batch_dim", None)
-    target = named[-1][1]
-    if t_dim is None:  # the inputs' dim when it fits the target, else 0
-        size = int(named[0][1].shape[dims[0]]) if n_in and dims[0] < named[0][1].dim() else None
-        t_dim = dims[0] if n_in and dims[0] < target.dim() and target.shape[dims[0]] == size else 0
-    all_dims = dims + [t_dim]
+def _per_leaf(value, n, field, noun, where):
+    """batch_dims / target_batch_dim as one dim per tensor leaf (an int
+    stands for every leaf; None stays None)."""
+    if value is None or isinstance(value, int):
+        return [value] * n
+    value = list(value)
+    if len(value) != n:
+        raise BatchLayoutError(f"{field} has {len(value)} entries for {n} example {noun}(s)",
+                               where)
+    return value
+
+
+def _declared(spec, named, n_in, where):
+    dims = _per_leaf(getattr(spec, "batch_dims", None), n_in, "batch_dims", "input", where)
+    dims = [0 if d is None else d for d in dims]
+    t_dims = _per_leaf(getattr(spec, "target_batch_dim", None), len(named) - n_in,
+                       "target_batch_dim", "target tensor", where)
+    first = named[0][1] if n_in else None
+    size = int(first.shape[dims[0]]) if n_in and -first.dim() <= dims[0] < first.dim() else None
+    for i, d in enumerate(t_dims):  # unset: the inputs' dim where it fits the target, else 0
+        t = named[n_in + i][1]
+        if d is None:
+            fits = n_in and dims[0] < t.dim() and t.shape[dims[0]] == size
+            t_dims[i] = dims[0] if fits else 0
+    all_dims = dims + t_dims
     for (what, t), d in zip(named, all_dims):
         if not -t.dim() <= d < t.dim():
             raise BatchLayoutError(f"batch dimension {d} of {what} is out of range for its "
                                    f"shape {list(t.shape)}", where)
     all_dims = [d % t.dim() for (_, t), d in zip(named, all_dims)]
-    size = int(target.shape[all_dims[-1]])
+    target = named[n_in][1]
+    size = int(target.shape[all_dims[n_in]])
     for (what, t), d in zip(named, all_dims):
         if t.shape[d] != size:
             raise BatchLayoutError(
                 f"batch dimension: {what} has {t.shape[d]} samples on its batch dim {d} "
-                f"(shape {list(t.shape)}) but the example target has {size} on dim "
-                f"{all_dims[-1]} (shape {list(target.shape)})", where)
-    return Layout(all_dims[:-1], all_dims[-1], size)
+                f"(shape {list(t.shape)}) but {named[n_in][0]} has {size} on dim "
+                f"{all_dims[n_in]} (shape {list(target.shape)})", where)
+    return Layout(all_dims[:n_in], all_dims[n_in:], size)
 
 
 def output_dims(leaves, layout, names):

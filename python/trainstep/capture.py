@@ -67,7 +67,7 @@ class StepParts:
         # target may be dicts, tuples, dataclasses of tensors.
         self.example = batch.example(spec)
         self.inputs = list(self.example.input_leaves)
-        self.target = self.example.target_leaves[0]
+        self.targets = list(self.example.target_leaves)
         self.layout = batch.resolve(spec)
         named = dict(self.model.named_parameters())
         self.buffers = dict(self.model.named_buffers())
@@ -112,18 +112,18 @@ class StepParts:
         st.update({a: st[t] for a, t in self.aliases.items()})
         return functional_call(self.model, st, self.example.args(inputs))
 
-    def loss(self, out, target):
-        """loss_fn on the target leaf, in the structure the spec gave it."""
-        return self.spec.loss_fn(out, self.example.target([target]))
+    def loss(self, out, targets):
+        """loss_fn on the target leaves, in the structure the spec gave them."""
+        return self.spec.loss_fn(out, self.example.target(targets))
 
-    def loss_and_grads(self, params, frozen, buffers, seed, offset, inputs, target):
+    def loss_and_grads(self, params, frozen, buffers, seed, offset, inputs, targets):
         """(loss, grads, new buffers) of one batch."""
         def loss_of(ps):
             # Buffers are cloned so in-place updates (BatchNorm running
             # stats) become new values we can return.
             bufs = {n: b.clone() for n, b in buffers.items()}
             out = self.call_model(ps, frozen, bufs, inputs)
-            return self.loss(out, target), bufs
+            return self.loss(out, targets), bufs
 
         with rng.stream(seed, offset):
             grads, (loss, new_bufs) = grad_and_value(loss_of, has_aux=True)(params)
@@ -215,14 +215,14 @@ def capture_train(parts):
     ins = (StepInputs().state("params", p.pnames, "param", st)
            .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
            .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params)).rng()
-           .batch(p.example, p.inputs, p.target, p.layout))
+           .batch(p.example, p.inputs, p.targets, p.layout))
     outs = (StepOutputs().loss().state("params", p.pnames).state("buffers", p.buffers)
             .state("opt", p.opt_state))
 
     def step(*flat):
         a = ins.unpack(flat)
         loss, grads, new_bufs = p.loss_and_grads(a.params, a.frozen, a.buffers, a.rng_seed,
-                                                 a.rng_offset, a.inputs, a.target)
+                                                 a.rng_offset, a.inputs, a.targets)
         new_p, new_s = p.apply(a.params, grads, a.opt, a.lr)
         return outs.pack(loss=loss, params=new_p, buffers=new_bufs, opt=new_s)
 
@@ -238,13 +238,13 @@ def capture_grad(parts):
     st = {**p.params, **p.frozen, **p.buffers}
     ins = (StepInputs().state("params", p.pnames, "param", st)
            .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
-           .rng().batch(p.example, p.inputs, p.target, p.layout))
+           .rng().batch(p.example, p.inputs, p.targets, p.layout))
     outs = StepOutputs().loss().state("buffers", p.buffers).grads("grads", p.pnames)
 
     def step(*flat):
         a = ins.unpack(flat)
         loss, grads, new_bufs = p.loss_and_grads(a.params, a.frozen, a.buffers, a.rng_seed,
-                                                 a.rng_offset, a.inputs, a.target)
+                                                 a.rng_offset, a.inputs, a.targets)
         return outs.pack(loss=loss, buffers=new_bufs, grads=grads)
 
     with _mode(p.model, True):
@@ -279,13 +279,16 @@ def capture_eval(parts):
     st = {**p.params, **p.frozen, **p.buffers}
     ins = (StepInputs().state("params", p.pnames, "param", st)
            .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
-           .rng().batch(p.example, p.inputs, p.target, p.layout))
+           .rng().batch(p.example, p.inputs, p.targets, p.layout))
 
     seen = {}  # the output's Structure, found while tracing
 
-    def per_sample_loss(t, *leaves):
+    n_t = len(p.targets)
+
+    def per_sample_loss(*args):  # the target leaves, then the output leaves
+        ts, leaves = args[:n_t], args[n_t:]
         one = seen["structure"].build([o.unsqueeze(d) for o, d in zip(leaves, seen["dims"])])
-        return p.loss(one, t.unsqueeze(p.layout.target))
+        return p.loss(one, [t.unsqueeze(d) for t, d in zip(ts, p.layout.targets)])
 
     def step(*flat):
         a = ins.unpack(flat)
@@ -300,7 +303,8 @@ def capture_eval(parts):
         if not leaves:
             raise CaptureError("the model's eval output holds no tensor")
         seen["dims"] = batch.output_dims(leaves, p.layout, seen["structure"].names)
-        losses = vmap(per_sample_loss, in_dims=(p.layout.target, *seen["dims"]))(a.target, *leaves)
+        losses = vmap(per_sample_loss, in_dims=(*p.layout.targets, *seen["dims"]))(
+            *a.targets, *leaves)
         return (*leaves, losses)
 
     with _mode(p.model, False), provenance.recording(p.model):

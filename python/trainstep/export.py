@@ -125,7 +125,7 @@ def trace_tensors(parts, train, gmeta, gtensors):
         elif p["role"] == "input":
             flat.append(gtensors[f"golden/step0/input{p['index']}"])
         elif p["role"] == "target":
-            flat.append(gtensors["golden/step0/target"])
+            flat.append(gtensors[golden.golden_target(0, p["index"])])
         else:
             flat.append(scalars[p["role"]])
     from .serialize import node_values

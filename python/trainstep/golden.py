@@ -34,16 +34,21 @@ MAX_SPREAD = 1.0
 def make_batches(parts, steps, seed):
     """Step 0 uses the spec's example batch; later steps permute its samples
     (along each tensor's batch dim, batch.py) so every step sees different
-    data."""
+    data. Each batch is (input leaves, target leaves)."""
     g = torch.Generator().manual_seed(seed)
-    x0, y0 = parts.inputs, parts.target
+    x0, y0 = parts.inputs, parts.targets
     lay = parts.layout
     batches = [(x0, y0)]
     for _ in range(1, steps):
-        perm = torch.randperm(y0.shape[lay.target], generator=g)
+        perm = torch.randperm(lay.size, generator=g)
         batches.append(([x.index_select(d, perm) for x, d in zip(x0, lay.inputs)],
-                        y0.index_select(lay.target, perm)))
+                        [y.index_select(d, perm) for y, d in zip(y0, lay.targets)]))
     return batches
+
+
+def golden_target(k, i):
+    """Target tensor i of golden step k: the first keeps version 1's name."""
+    return f"golden/step{k}/target" + (str(i) if i else "")
 
 
 def eager_copy(parts):
@@ -99,10 +104,10 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
     step0 = int(parts.opt_state[ts_optim.STEP])
     init = _state(parts, model, opt, step0)
     obs = {}
-    for k, (xs, y) in enumerate(batches):
+    for k, (xs, ys) in enumerate(batches):
         with rng.stream(torch.tensor(seed), torch.tensor(step0 + k)):
             opt.zero_grad()
-            loss = spec.loss_fn(model(*parts.example.args(xs)), parts.example.target([y]))
+            loss = spec.loss_fn(model(*parts.example.args(xs)), parts.example.target(ys))
             loss.backward()
         if grads and k == 0:
             named = dict(model.named_parameters())
@@ -129,15 +134,16 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
     # The first eval batch: eval offset 0 (the C++ session counts eval
     # batches from 0).
     with torch.no_grad(), rng.stream(torch.tensor(seed), torch.tensor(0), rng.EVAL_KEY_BASE):
-        xs, y = batches[0]
+        xs, ys = batches[0]
         out = model(*parts.example.args(xs))
         leaves, structure = pytree.flatten(out)
         dims = batch.output_dims(leaves, parts.layout, structure.names)
-        t_dim = parts.layout.target
+
         def sample(i):
             one = structure.build([o.narrow(d, i, 1) for o, d in zip(leaves, dims)])
-            return spec.loss_fn(one, parts.example.target([y.narrow(t_dim, i, 1)]))
-        per = torch.stack([sample(i) for i in range(y.shape[t_dim])])
+            ts = [y.narrow(d, i, 1) for y, d in zip(ys, parts.layout.targets)]
+            return spec.loss_fn(one, parts.example.target(ts))
+        per = torch.stack([sample(i) for i in range(parts.layout.size)])
     for i, o in enumerate(leaves):
         obs[f"eval/output{i}"] = o
     obs["eval/sample_loss"] = per
@@ -186,10 +192,11 @@ def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
                if k.startswith(("loss/", "state/"))):
             raise parts.caches.carried_state_error()
     tensors = {}
-    for k, (xs, y) in enumerate(batches):
+    for k, (xs, ys) in enumerate(batches):
         for i, x in enumerate(xs):
             tensors[f"golden/step{k}/input{i}"] = x
-        tensors[f"golden/step{k}/target"] = y
+        for i, y in enumerate(ys):
+            tensors[golden_target(k, i)] = y
     # float32 whatever the model's dtype: train_step returns the loss as a float.
     tensors["golden/loss"] = torch.stack([obs[f"loss/{k}"] for k in range(steps)]).float()
     for key, t in obs.items():

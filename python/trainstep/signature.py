@@ -58,18 +58,19 @@ class StepInputs:
                                 [dict(name="rng_offset", role="rng_offset", **tensor_meta(z))],
                                 [z.clone()], "one"))
 
-    def batch(self, example, inputs, target, layout):
-        """The model inputs (by index) and the target; batch_dim only where it
-        is not 0."""
+    def batch(self, example, inputs, targets, layout):
+        """The model inputs and the target tensors, each by index; batch_dim
+        only where it is not 0."""
         def bd(d):
             return {"batch_dim": d} if d else {}
-        names = example.input_names
-        ports = [dict(name=names[i], role="input", index=i, **tensor_meta(x), **bd(d))
-                 for i, (x, d) in enumerate(zip(inputs, layout.inputs))]
-        self._add(_Group("inputs", ports, list(inputs), "list"))
-        return self._add(_Group("target", [dict(name=example.target_names[0], role="target",
-                                                **tensor_meta(target), **bd(layout.target))],
-                                [target], "one"))
+
+        def ports(role, names, tensors, dims):
+            return [dict(name=names[i], role=role, index=i, **tensor_meta(x), **bd(d))
+                    for i, (x, d) in enumerate(zip(tensors, dims))]
+        self._add(_Group("inputs", ports("input", example.input_names, inputs, layout.inputs),
+                         list(inputs), "list"))
+        return self._add(_Group("targets", ports("target", example.target_names, targets,
+                                                 layout.targets), list(targets), "list"))
 
     def grads(self, names, tensors, example):
         """Gradients by parameter name (apply_step), with example values."""

@@ -10,6 +10,19 @@ const HostTensor& Artifact::tensor(const std::string& name) const {
   return *t;
 }
 
+Artifact::Batch Artifact::golden_batch(int64_t k) const {
+  const Function& f = program.function("train_step");
+  const std::string prefix = "golden/step" + std::to_string(k) + "/";
+  Batch b;
+  for (int slot : f.inputs_of(Role::Input))
+    b.inputs.push_back(tensor(prefix + "input" + std::to_string(f.inputs[slot].index)).view);
+  for (int slot : f.inputs_of(Role::Target)) {
+    const int i = f.inputs[slot].index;
+    b.targets.push_back(tensor(prefix + "target" + (i ? std::to_string(i) : "")).view);
+  }
+  return b;
+}
+
 Artifact load_artifact(const std::string& path) { return load_artifact(path, read_safetensors(path)); }
 
 Artifact load_artifact(const std::string& path, SafeTensors tensors) {

@@ -2,6 +2,7 @@
 // state under "state/<name>", golden trace under "golden/…").
 #pragma once
 #include <string>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "ir/program.h"
@@ -15,6 +16,14 @@ struct Artifact {
 
   // The tensor `name`, or an error naming the artifact and the tensor.
   const HostTensor& tensor(const std::string& name) const;
+
+  // Golden step k's batch, one view per train_step input and target port
+  // by index: golden/step<k>/input<i> and golden/step<k>/target<i> (the
+  // first target is plain "target", as in version 1; docs/format.md).
+  struct Batch {
+    std::vector<Tensor> inputs, targets;
+  };
+  Batch golden_batch(int64_t k) const;
 };
 
 // load → verify: reads the file, checks the container, the format version,

@@ -73,7 +73,7 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
   }
   inputs_ = f.inputs_of(Role::Input);
   outputs_ = f.outputs_of(Role::Output);
-  target_ = f.find_input(Role::Target);
+  targets_ = f.inputs_of(Role::Target);
   loss_ = f.find_output(Role::Loss);
   sample_loss_ = f.find_output(Role::SampleLoss);
   for (size_t i = 0; i < f.outputs.size(); ++i) {
@@ -84,10 +84,10 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
   const bool batch = kind != StepKind::Apply;
   const bool needs_loss = kind == StepKind::Train || kind == StepKind::Grad;
   const bool model_out = kind == StepKind::Eval;
-  if ((batch && target_ < 0) || (needs_loss && loss_ < 0) ||
+  if ((batch && targets_.empty()) || (needs_loss && loss_ < 0) ||
       (model_out && (outputs_.empty() || sample_loss_ < 0)))
     fail(where + "'s signature lacks a " +
-         (batch && target_ < 0 ? "target" : needs_loss && loss_ < 0 ? "loss" : "model output or per-sample loss"));
+         (batch && targets_.empty() ? "target" : needs_loss && loss_ < 0 ? "loss" : "model output or per-sample loss"));
 }
 
 Executor& BoundStep::executor() {
@@ -101,27 +101,31 @@ size_t BoundStep::memory_bytes() const { return dev_ ? dev_->device_bytes() : ex
 
 float BoundStep::loss_value() const { return static_cast<float>(element(output(loss_), 0)); }
 
-void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor& target) {
+void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor* targets,
+                           size_t n_targets) {
   const Function& f = *fn_;
-  if (inputs.size() != inputs_.size())
-    fail(f.name + ": expected " + std::to_string(inputs_.size()) + " model input(s), got " +
-         std::to_string(inputs.size()));
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const Port& p = f.inputs[inputs_[i]];
-    if (!has_type(inputs[i], p.type) || !inputs[i].data)
-      fail(f.name + ": input " + std::to_string(i) + " (" + p.name + ") is " +
-           inputs[i].type().str() + ", expected " + p.type.str() + " (the artifact's batch)");
-  }
-  const Port& t = f.inputs[target_];
-  if (!has_type(target, t.type) || !target.data)
-    fail(f.name + ": target is " + target.type().str() + ", expected " + t.type.str());
-  if (dev_) {
-    for (size_t i = 0; i < inputs_.size(); ++i) dev_->bind_host_input(inputs_[i], inputs[i].data);
-    dev_->bind_host_input(target_, target.data);
-    return;
-  }
-  for (size_t i = 0; i < inputs_.size(); ++i) ex_->bind_input(inputs_[i], inputs[i].data);
-  ex_->bind_input(target_, target.data);
+  auto check = [&](const char* plural, const char* what, const std::vector<int>& slots,
+                   const Tensor* given, size_t n) {
+    if (n != slots.size())
+      fail(f.name + ": expected " + std::to_string(slots.size()) + " " + plural + ", got " +
+           std::to_string(n));
+    for (size_t i = 0; i < n; ++i) {
+      const Port& p = f.inputs[slots[i]];
+      if (!has_type(given[i], p.type) || !given[i].data)
+        fail(f.name + ": " + what + " " + std::to_string(i) + " (" + p.name + ") is " +
+             given[i].type().str() + ", expected " + p.type.str() + " (the artifact's batch)");
+    }
+  };
+  check("model input(s)", "input", inputs_, inputs.data(), inputs.size());
+  check("target(s)", "target", targets_, targets, n_targets);
+  auto bind = [&](const std::vector<int>& slots, const Tensor* given) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (dev_) dev_->bind_host_input(slots[i], given[i].data);
+      else ex_->bind_input(slots[i], given[i].data);
+    }
+  };
+  bind(inputs_, inputs.data());
+  bind(targets_, targets);
 }
 
 std::string BoundStep::find_nonfinite(bool with_loss, const Renewal& outs, const Program& p,

@@ -62,8 +62,9 @@ class BoundStep {
   const std::vector<NodeTime>& profile() const { return dev_ ? dev_->profile() : ex_->profile(); }
 
   // Checks the batch against the model-input and target ports (the error
-  // names the port) and binds it.
-  void bind_batch(const std::vector<Tensor>& inputs, const Tensor& target);
+  // names the port) and binds it: `targets` points at n_targets tensors,
+  // one per target port by index.
+  void bind_batch(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n_targets);
   void run() {
     if (dev_) dev_->run();
     else ex_->run();
@@ -74,7 +75,7 @@ class BoundStep {
 
   // Ports by role (slots are indices into the function's inputs/outputs).
   const std::vector<int>& inputs() const { return inputs_; }  // model inputs, by index
-  int target() const { return target_; }
+  const std::vector<int>& targets() const { return targets_; }  // target tensors, by index
   int loss() const { return loss_; }                          // -1: none (apply, eval)
   // The loss after run() (float32 or float64, 0-d) as the float the
   // session's steps return.
@@ -96,8 +97,8 @@ class BoundStep {
   std::unique_ptr<Function> fn_;
   std::unique_ptr<Executor> ex_;       // on the CPU
   std::unique_ptr<DeviceStep> dev_;    // or on a device
-  std::vector<int> inputs_, outputs_;
-  int target_ = -1, loss_ = -1, sample_loss_ = -1;
+  std::vector<int> inputs_, targets_, outputs_;
+  int loss_ = -1, sample_loss_ = -1;
   Renewal state_out_, grad_out_;
 };
 

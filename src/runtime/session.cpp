@@ -243,9 +243,13 @@ std::vector<TensorType> Session::input_types() const {
   return r;
 }
 
-TensorType Session::target_type() const {
+TensorType Session::target_type() const { return target_types().at(0); }
+
+std::vector<TensorType> Session::target_types() const {
   const BoundStep& t = step(StepKind::Train);
-  return t.function().inputs[t.target()].type;
+  std::vector<TensorType> r;
+  for (int slot : t.targets()) r.push_back(t.function().inputs[slot].type);
+  return r;
 }
 
 const Tensor& Session::state(const std::string& name) const {
@@ -283,8 +287,16 @@ void Session::reset_state() {
 }
 
 float Session::train_step(const std::vector<Tensor>& inputs, const Tensor& target) {
+  return train_on(inputs, &target, 1);
+}
+
+float Session::train_step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets) {
+  return train_on(inputs, targets.data(), targets.size());
+}
+
+float Session::train_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n) {
   BoundStep& t = step(StepKind::Train);
-  t.bind_batch(inputs, target);
+  t.bind_batch(inputs, targets, n);
   set_lr_input();
   *seed_t_.view.as<int64_t>() = rank_seed();
   *step_t_.view.as<int64_t>() = step_;
@@ -342,12 +354,20 @@ void Session::on_nonfinite(const std::string& what) {
 bool Session::has_grad_functions() const { return find_step(StepKind::Grad) != nullptr; }
 
 float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target) {
+  return grad_on(inputs, &target, 1);
+}
+
+float Session::grad_step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets) {
+  return grad_on(inputs, targets.data(), targets.size());
+}
+
+float Session::grad_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n) {
   BoundStep* g = find_step(StepKind::Grad);
   if (!g && device_)
     fail(artifact_->path + ": grad_step (gradient accumulation) runs on --device cpu only");
   if (!g)
     fail(artifact_->path + ": grad_step: the artifact has no grad_step (export it with --grads)");
-  g->bind_batch(inputs, target);
+  g->bind_batch(inputs, targets, n);
   *seed_t_.view.as<int64_t>() = rank_seed();
   *step_t_.view.as<int64_t>() = step_ * accumulation_ + micro_;
   const auto t0 = std::chrono::steady_clock::now();
@@ -567,8 +587,16 @@ void Session::copy_out_state(const BoundStep& b,
 }
 
 void Session::eval_step(const std::vector<Tensor>& inputs, const Tensor& target) {
+  eval_on(inputs, &target, 1);
+}
+
+void Session::eval_step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets) {
+  eval_on(inputs, targets.data(), targets.size());
+}
+
+void Session::eval_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n) {
   BoundStep& e = step(StepKind::Eval);
-  e.bind_batch(inputs, target);
+  e.bind_batch(inputs, targets, n);
   *seed_t_.view.as<int64_t>() = rank_seed();
   *eval_offset_t_.view.as<int64_t>() = eval_offset_++;
   e.run();

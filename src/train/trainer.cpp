@@ -25,16 +25,19 @@ std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const B
   const Function& f = s.program().function(fn);
   int xi = f.find_input(Role::Input), yi = f.find_input(Role::Target);
   if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
-  // The datasets hand over one image or token tensor per sample; a model
-  // taking several input tensors (a dict batch) is fed through the API.
-  std::string names;
-  int n_in = 0;
-  for (const Port& p : f.inputs)
-    if (p.role == Role::Input) names += (n_in++ ? ", " : "") + p.name;
-  if (n_in != 1)
-    fail(std::string(fn) + " takes " + std::to_string(n_in) + " model input tensors (" + names +
-         "), and the datasets feed one; feed such a step through the C++ API "
-         "(Session::train_step with one tensor per input port)");
+  // The datasets hand over one image or token tensor and one label per
+  // sample; a step taking several (a dict batch) is fed through the API.
+  for (Role role : {Role::Input, Role::Target}) {
+    std::string names;
+    int n = 0;
+    for (const Port& p : f.inputs)
+      if (p.role == role) names += (n++ ? ", " : "") + p.name;
+    if (n != 1)
+      fail(std::string(fn) + " takes " + std::to_string(n) + " " +
+           (role == Role::Input ? "model input" : "target") + " tensors (" + names +
+           "), and the datasets feed one; feed such a step through the C++ API "
+           "(Session::train_step with one tensor per input and target port)");
+  }
   const Port& x = f.inputs[xi];
   const Port& y = f.inputs[yi];
   data.check(batch_major(x.type, x.batch_dim), batch_major(y.type, y.batch_dim));

@@ -48,7 +48,7 @@ TEST(Session, RejectsABatchOfTheWrongShape) {
             "train_step: input 0 (input0) is float32[3, 4], expected float32[2, 4] (the artifact's batch)");
   HostTensor x2(DType::F32, {2, 4});
   EXPECT_EQ(error_of([&] { s->train_step({x2.view}, yf.view); }),
-            "train_step: target is float32[2], expected int64[2]");
+            "train_step: target 0 (target) is float32[2], expected int64[2] (the artifact's batch)");
   EXPECT_EQ(error_of([&] { s->eval_step({}, y.view); }),
             "eval_step: expected 1 model input(s), got 0");
   EXPECT_EQ(s->step(), 0);  // nothing ran

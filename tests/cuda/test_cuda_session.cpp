@@ -95,7 +95,7 @@ TEST(CudaSession, RefusesWhatOnlyTheCpuDoes) {
   EXPECT_NE(error_of([&] { ts::Session::open(path, o); }).find("runs on --device cpu only"),
             std::string::npos);
   auto s = ts::Session::open(path, on(ts::Device::Cuda));
-  EXPECT_NE(error_of([&] { s->grad_step({}, {}); }).find("runs on --device cpu only"),
+  EXPECT_NE(error_of([&] { s->grad_step({}, std::vector<ts::Tensor>{}); }).find("runs on --device cpu only"),
             std::string::npos);
 }
 

@@ -7,6 +7,8 @@ Patterns covered (issue 13's table):
   super_resolution    super_resolution's nn.PixelShuffle net
   structured_outputs  a dict, a namedtuple and a dataclass returned by forward
   structured_inputs   a dict batch, a tuple of features and a dict target
+  several_targets     a dict target of three tensors (tags on the sequence-first
+                      batch dim 1, a topic and a float length on dim 0)
   examples/vae        pytorch/examples' VAE returning (recon, mu, logvar)
   channel_dropout     nn.Dropout2d/Dropout1d/AlphaDropout on the Philox stream
   activations         LeakyReLU, PReLU, ELU, SELU, CELU, Softplus, Mish, SiLU,
@@ -112,7 +114,7 @@ def test_structured_inputs(tmp_path):
         data = [(p["name"], p["role"], p.get("index")) for p in _ports(out, fn)
                 if p["role"] in ("input", "target")]
         assert data == [("input0/ids", "input", 0), ("input0/mask", "input", 1),
-                        ("input1/0", "input", 2), ("target/label", "target", None)]
+                        ("input1/0", "input", 2), ("target/label", "target", 0)]
 
 
     # The datasets feed one input tensor: `train --data` says so, by port.
@@ -144,10 +146,27 @@ def test_an_attribute_forward_only_writes_may_change(tmp_path, monkeypatch):
     _export_verify(tmp_path, os.path.join(REAL, "cached_mask.py"))
 
 
-def test_structured_target_with_two_tensors_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("TARGETS", "2")
-    _export_refused(tmp_path, os.path.join(REAL, "structured_inputs.py"), "structured_inputs.py:",
-                    "the example target holds 2 tensors (target/label, target/weight)")
+def test_several_targets(tmp_path):
+    """A dict target of three tensors, two holding the batch on dim 0 and
+    one (with the tokens) on dim 1: a target port per tensor leaf with its
+    batch dim, and train_step, grad_step + apply and eval_step each take
+    them all (verify runs the three)."""
+    spec = os.path.join(REAL, "several_targets.py")
+    out = tmp_path / "several_targets.tstep"
+    run("export", spec, "--out", out, "--grads")
+    p = run("verify", out, "--threads", "1")
+    assert p.stdout.strip().splitlines()[-1] == "verify: ok", p.stdout
+    assert "grad+apply state mix.weight" in p.stdout  # the split steps ran
+    for fn in ("train_step", "grad_step", "eval_step"):
+        data = [(p["name"], p.get("index"), p.get("batch_dim", 0)) for p in _ports(out, fn)
+                if p["role"] == "target"]
+        assert data == [("target/tags", 0, 1), ("target/topic", 1, 0),
+                        ("target/length", 2, 0)], (fn, data)
+    # The datasets feed one label per sample: `train --data` says so.
+    p = run("train", out, "--data", "fashion-mnist", "--max-batches", 1, check=False)
+    assert p.returncode != 0
+    assert ("train_step takes 3 target tensors (target/tags, target/topic, target/length), "
+            "and the datasets feed one") in p.stderr, p.stderr
 
 
 def test_vae_returns_its_tuple(tmp_path):

@@ -1,10 +1,7 @@
 """A model whose inputs and target are structures, as a tokenised-text
 pipeline hands them over: a dict batch of token ids and a padding mask
 (with a non-tensor option beside them), a tuple of dense features, and a
-dict target. TARGETS=2 gives the target a second tensor, which the step
-refuses (one target tensor)."""
-import os
-
+dict target (several_targets.py has several target tensors)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -31,8 +28,6 @@ class MaskedBag(nn.Module):
 
 def loss_fn(logits, target):
     loss = F.cross_entropy(logits, target["label"])
-    if "weight" in target:
-        loss = loss * target["weight"].mean()
     return loss
 
 
@@ -47,7 +42,5 @@ def build():
     batch = {"ids": ids, "mask": mask, "pool": "max"}
     extras = (torch.randn(b, 3),)
     target = {"label": torch.randint(0, 4, (b,))}
-    if os.environ.get("TARGETS") == "2":
-        target["weight"] = torch.rand(b)
     return trainstep.TrainSpec(model, loss_fn, torch.optim.Adam(model.parameters(), lr=1e-2),
                                (batch, extras), target, name="structured_inputs")
