@@ -1,11 +1,12 @@
-"""How far eager PyTorch moves from itself under one rounding of noise: the
+"""How far eager PyTorch moves from itself under rounding-sized noise: the
 spread that `trainstep export` records to calibrate verify's tolerance
 (python/trainstep/golden.py), printed per value for a spec, worst last.
 
 The golden steps are rerun with the dtype's epsilon, relative to each
 tensor's largest magnitude, added to every gradient before each optimizer
-step or to the initial parameters (so the forward pass differs too, and
-ReLU / max-pool / Hardswish kinks can flip). Models whose gradients hinge
+step, or sqrt(fan-in) times that to the initial parameters (so the forward
+pass differs as a reordered sum would, and ReLU / max-pool / Hardswish
+kinks can flip). Models whose gradients hinge
 on kinks, BatchNorm's cancelling sums, or Adam's per-element normalisation
 are far more sensitive than one rounding; a reimplementation cannot be
 expected to match eager more closely than eager matches itself.

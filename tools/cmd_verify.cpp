@@ -129,7 +129,8 @@ class Tolerance {
       }
       std::snprintf(line, sizeof line,
                     "tolerance per value: max(floor, %g x eager's own spread), calibrated at "
-                    "export (%d round(s) of one-rounding noise on gradients and on parameters); "
+                    "export (%d round(s) of noise: one rounding on gradients, sqrt(fan-in) on "
+                    "parameters); "
                     "floor %s; --tol overrides",
                     factor_, rounds_, floors.c_str());
     }

@@ -5,9 +5,10 @@ It is an independent oracle for the captured graph: eager autograd and
 torch.optim, not our functional rewrite, produce the expected numbers.
 
 It also calibrates verify's tolerance: the same eager steps are rerun with
-noise of one rounding (the dtype's epsilon relative to each tensor's largest
-magnitude) on the gradients or on the initial parameters, as a different
-summation order adds. How far eager then moves from itself, per compared
+noise on the gradients (one rounding: the dtype's epsilon relative to each
+tensor's largest magnitude) or on the initial parameters (sqrt(fan-in)
+roundings, as a dot product summed in another order differs), as a
+different summation order adds. How far eager then moves from itself, per compared
 value, is the "spread"; verify allows FACTOR times it, never less than the
 dtype's FLOOR. A reimplementation cannot match eager more closely than eager
 matches itself, and a wrong rule (an optimizer update off by a percent)
@@ -16,6 +17,7 @@ several steps of ReLU or max-pool ties grow.
 """
 import contextlib
 import copy
+import math
 
 import torch
 
@@ -61,12 +63,18 @@ def eager_copy(parts):
     return copy.deepcopy((spec.model, spec.optimizer))
 
 
-def _jitter(t, gen):
-    """t plus one rounding's worth of noise at its largest magnitude."""
+def _jitter(t, gen, roundings=1.0):
+    """t plus `roundings` roundings' worth of noise at its largest magnitude."""
     if not t.is_floating_point() or t.numel() == 0:
         return t
-    eps = torch.finfo(t.dtype).eps
+    eps = torch.finfo(t.dtype).eps * roundings
     return t + eps * t.detach().abs().max() * torch.randn(t.shape, generator=gen, dtype=t.dtype)
+
+
+def _fan_in(p):
+    """Terms in each dot product a weight enters (in x kh x kw of a conv,
+    in of a linear layer); 1 for a vector (bias, norm scale)."""
+    return p[0].numel() if p.dim() >= 2 else 1
 
 
 def _state(parts, model, opt, step):
@@ -99,7 +107,11 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
     if noise == "params":
         with torch.no_grad():
             for p in model.parameters():
-                p.copy_(_jitter(p, gen))
+                # A K-term dot product summed in another order differs by
+                # about sqrt(K) roundings, so the forward's pre-activations
+                # (and which side of a ReLU kink they land on) move about
+                # as far as a reimplementation's do.
+                p.copy_(_jitter(p, gen, math.sqrt(_fan_in(p))))
     opt_params = [p for g in opt.param_groups for p in g["params"]]
     step0 = int(parts.opt_state[ts_optim.STEP])
     init = _state(parts, model, opt, step0)
