@@ -17,6 +17,10 @@ Patterns covered (issue 13's table):
                       InstanceNorm2d, residual blocks, nearest upsampling
   frozen_adagrad      a frozen block and two Adagrad groups, 8 golden steps
                       (the calibrated tolerance, golden.py)
+  einsum_mixed        einsum attention (torch's own decomposition into bmm) and
+                      float64 parameters in a float32 model, following torch's
+                      promotion (a 0-d float64 keeps float32, a float64 [D]
+                      scale makes float64)
   resnet_kinks        a ResNet-18-shaped net at batch 4, 64x64: BatchNorm over
                       16 values turns a ReLU flipped by reordering into a
                       different trajectory, which the calibration must see
@@ -80,7 +84,7 @@ def _eval_outputs(path):
                                   "frozen_adagrad", "rnn_last_step",
                                   "stochastic_depth", "window_mask",
                                   "seq_first_gru", "conv_variants", "scatter_grid",
-                                  "cached_mask"])
+                                  "cached_mask", "einsum_mixed"])
 def test_verifies(tmp_path, name):
     _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
 
