@@ -81,6 +81,48 @@ MODELS = {
         return trainstep.TrainSpec(model, loss, torch.optim.SGD(model.parameters(), lr=20),
                                    (data,), target, batch_dims=1)
     """),
+    "mnist": ("mnist/main.py", ["Net"], """
+        model = ex.Net()
+        x, y = torch.rand(16, 1, 28, 28), torch.randint(0, 10, (16,))
+        return trainstep.TrainSpec(model, F.nll_loss, torch.optim.Adadelta(model.parameters(), lr=1.0),
+                                   (x,), y)
+    """),
+    # main.py sets nz, ngf, ndf and nc from its arguments at top level.
+    "dcgan_generator": ("dcgan/main.py", ["Generator"], """
+        ex.nz, ex.ngf, ex.nc = 16, 8, 3
+        model = ex.Generator(1)
+        z, image = torch.randn(4, 16, 1, 1), torch.rand(4, 3, 64, 64) * 2 - 1
+        opt = torch.optim.Adam(model.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        return trainstep.TrainSpec(model, F.mse_loss, opt, (z,), image)
+    """),
+    "dcgan_discriminator": ("dcgan/main.py", ["Discriminator"], """
+        ex.ndf, ex.nc = 8, 3
+        model = ex.Discriminator(1)
+        x, label = torch.rand(4, 3, 64, 64) * 2 - 1, torch.tensor([1.0, 0.0, 1.0, 0.0])
+        opt = torch.optim.Adam(model.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        loss = lambda out, y: torch.nn.BCELoss()(out.view(-1), y)
+        return trainstep.TrainSpec(model, loss, opt, (x,), label)
+    """),
+    # Graphs: the batch is the nodes, the adjacency matrix dense (the
+    # example's torch.spmm takes it either way); the loss over all nodes,
+    # as the example's test() computes it.
+    "gcn": ("gcn/main.py", ["GraphConv", "GCN"], """
+        model = ex.GCN(12, 16, 7)
+        n = 20
+        adj = (torch.rand(n, n) < 0.2).float() + torch.eye(n)
+        adj = adj / adj.sum(1, keepdim=True)
+        x, y = torch.rand(n, 12), torch.randint(0, 7, (n,))
+        opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+        return trainstep.TrainSpec(model, torch.nn.NLLLoss(), opt, (x, adj), y)
+    """),
+    "gat": ("gat/main.py", ["GraphAttentionLayer", "GAT"], """
+        model = ex.GAT(12, 16, 4, 7, concat=True, dropout=0.6)
+        n = 20
+        adj = ((torch.rand(n, n) < 0.2) | torch.eye(n, dtype=torch.bool)).long()
+        x, y = torch.rand(n, 12), torch.randint(0, 7, (n,))
+        opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
+        return trainstep.TrainSpec(model, torch.nn.NLLLoss(), opt, (x, adj), y)
+    """),
     "time_sequence_prediction": ("time_sequence_prediction/train.py", ["Sequence"], """
         model = ex.Sequence().double()
         x = torch.sin(torch.arange(8 * 40, dtype=torch.double).view(8, 40) / 4)
