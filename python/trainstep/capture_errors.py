@@ -12,8 +12,9 @@ caught where it happens, the same way on both:
   (`translated`); torch's "value out of a tracing tensor" is the fallback
   for reads inside torch ops (torch.equal).
 - data-dependent shapes (nonzero, x[mask], unique): ops torch tags
-  dynamic_output_shape, in the raw graph (`check_graph`). A shape read from
-  one is baked in with no error at all.
+  dynamic_output_shape, and index / index_put left with a boolean mask, in
+  the raw graph (`check_graph`). A shape read from one is baked in with no
+  error at all; a mask index_put would fail only when the runtime loads it.
 - writes into the example batch: one eager forward per mode on copies,
   watching the batch's version counters (`check_spec`). In train mode
   functorch refuses them with a traceback; in eval mode 1.13 drops the write
@@ -223,34 +224,66 @@ def translated(trace):
 
 # --- data-dependent shapes ------------------------------------------------
 
-def _dynamic_shape(n):
-    """A node whose output size depends on its input's values. index.Tensor
-    only with a boolean mask (integer indices give a fixed size)."""
+# aten.index / index_put whose indices hold a bool or uint8 mask: x[mask]
+# has one element per True. compat.py turns a mask write whose values
+# broadcast into a where(); what is left is data-dependent, and the
+# runtime's index ops take int64 indices only.
+_MASK_OPS = {"aten.index": "reads", "aten.index_put": "writes", "aten.index_put_": "writes",
+             "aten._index_put_impl": "writes", "aten._index_put_impl_": "writes"}
+
+# What the user's line does, and the way out.
+_MASK_SAYS = {
+    "reads": ("reads x[mask] with a boolean mask",
+              "read it as torch.where(mask, x, 0), and write x[mask] = v as "
+              "torch.where(mask, v, x) or with a v that broadcasts (x[mask] = 0.0)"),
+    "writes": ("writes x[mask] with a boolean mask together with other index tensors or "
+               "values sized by its count of True",
+               "write it as torch.where(mask, v, x), or with a v that broadcasts (x[mask] = 0.0)")}
+
+
+def _mask_index(n):
+    """"reads" or "writes" for an index / index_put node with a mask index,
+    else None."""
     t = n.target
-    if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload) \
-            or torch.Tag.dynamic_output_shape not in t.tags:
-        return False
-    if t is torch.ops.aten.index.Tensor:
-        idx = [i for i in n.args[1] if isinstance(i, torch.fx.Node)]
-        dtypes = [getattr(i.meta.get("tensor_meta"), "dtype", None) for i in idx]
-        return any(d in (torch.bool, torch.uint8) for d in dtypes)
-    return True
+    if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
+        return None
+    how = _MASK_OPS.get(str(t.overloadpacket))
+    if how is None or len(n.args) < 2 or not isinstance(n.args[1], (list, tuple)):
+        return None
+    idx = [i for i in n.args[1] if isinstance(i, torch.fx.Node)]
+    dtypes = [getattr(i.meta.get("tensor_meta"), "dtype", None) for i in idx]
+    return how if any(d in (torch.bool, torch.uint8) for d in dtypes) else None
+
+
+def _dynamic_shape(n):
+    """A node whose output size depends on its input's values."""
+    t = n.target
+    return n.op == "call_function" and isinstance(t, torch._ops.OpOverload) \
+        and torch.Tag.dynamic_output_shape in t.tags and t is not torch.ops.aten.index.Tensor
 
 
 def check_graph(gm):
     """Refuses data-dependent shapes in a freshly traced graph (before dead
     code goes: `x.nonzero().shape[0]` leaves only a dead nonzero node)."""
     for n in gm.graph.nodes:
-        if not _dynamic_shape(n):
+        mask = _mask_index(n)
+        if not mask and not _dynamic_shape(n):
             continue
         src = provenance.of_node(n)
         file, line = src.get("file"), src.get("line")
         op = str(n.target).replace(".default", "")
+        where = f"{file}:{line}" if file else None
+        if mask:
+            what, fix = _MASK_SAYS[mask]
+            raise DataDependentError(
+                f"data-dependent shape: {_quoted(file, line)} {what} ({op}): x[mask] has one "
+                "element per True, a size that depends on tensor values, but the captured "
+                f"step has fixed shapes; {fix}", where)
         raise DataDependentError(
             f"data-dependent shape: {_quoted(file, line)} calls {op}, whose output size "
             "depends on tensor values, but the captured step has fixed shapes; use a "
             "fixed-size form (torch.where(mask, x, 0) instead of x[mask], mask.sum() "
-            "instead of counting nonzero())", f"{file}:{line}" if file else None)
+            "instead of counting nonzero())", where)
 
 
 # --- the spec's tensors: subclasses and writes into the batch -------------

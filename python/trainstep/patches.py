@@ -18,10 +18,10 @@ every stand-in against the real thing), using only static-shape ops.
   "fast path" is one fused op (_native_multi_head_attention,
   _transformer_encoder_layer_fwd) with no backward and no runtime kernel;
   fast_paths_off(model) makes them take the plain path, as in training.
-- x[:, i, j] = v (torch 1.13): make_fx(functionalize(grad)) of a write
-  through index tensors after full slices fails in 1.13 ("sym_strides()
-  called on an undefined Tensor"); the slices become arange index tensors,
-  which write the same elements (setitem).
+- x[:, i, j] = v and x[i, :, j] = v (torch 1.13): make_fx(functionalize(grad))
+  of a write through index tensors with full slices before or between them
+  fails in 1.13 ("sym_strides() called on an undefined Tensor"); the slices
+  become arange index tensors, which write the same elements (setitem).
 """
 import contextlib
 
@@ -117,28 +117,49 @@ _setitem = torch.Tensor.__setitem__
 
 
 def _sliced_index(self, key):
-    """key with its leading full slices as broadcast aranges, when key is
-    (:, ..., :, index tensors...) with integer index tensors; else None."""
+    """key with its full slices before the last index tensor as broadcast
+    aranges, when key is full slices and integer index tensors; else None.
+    torch puts the index tensors' broadcast dims where they are when they
+    are adjacent (x[:, i, j]), and first when a slice separates them
+    (x[i, :, j]): the aranges' dims go after or before them to match."""
     if not isinstance(key, tuple):
         return None
-    k = 0
-    while k < len(key) and isinstance(key[k], slice) and key[k] == slice(None):
-        k += 1
-    rest = key[k:]
-    if k == 0 or not rest or not all(
-            isinstance(t, torch.Tensor) and not t.is_floating_point()
-            and t.dtype not in (torch.bool, torch.uint8) for t in rest):
+    full = [isinstance(t, slice) and t == slice(None) for t in key]
+    ints = [isinstance(t, torch.Tensor) and not t.is_floating_point()
+            and t.dtype not in (torch.bool, torch.uint8) for t in key]
+    if not any(ints) or not all(f or i for f, i in zip(full, ints)):
         return None
-    m = len(torch.broadcast_shapes(*[t.shape for t in rest]))
-    lead = tuple(torch.arange(self.shape[j], device=self.device)
-                 .reshape([self.shape[j]] + [1] * (k - 1 - j + m)) for j in range(k))
-    return lead + tuple(rest)
+    first, last = ints.index(True), len(ints) - 1 - ints[::-1].index(True)
+    slices = [d for d in range(last + 1) if full[d]]  # trailing ones stay slices
+    if not slices:
+        return None
+    m = len(torch.broadcast_shapes(*[t.shape for t in key if isinstance(t, torch.Tensor)]))
+    apart = any(full[first:last])
+    if apart and any(t.dim() == 0 for t in key if isinstance(t, torch.Tensor)):
+        return None  # torch takes a 0-d index as an int: which dims go first differs
+    new = []
+    for d, t in enumerate(key[:last + 1]):
+        if full[d]:
+            after = len(slices) - 1 - slices.index(d) + (0 if apart else m)
+            new.append(torch.arange(self.shape[d], device=self.device)
+                       .reshape([self.shape[d]] + [1] * after))
+        else:  # apart: the index dims come first, then the slices'
+            new.append(t.reshape(*t.shape, *[1] * len(slices)) if apart else t)
+    return tuple(new)
 
 
 def setitem(self, key, value):
-    """Tensor.__setitem__, with x[:, i, j] = v as x[arange, i, j] = v."""
+    """Tensor.__setitem__, with x[:, i, j] = v as x[arange, i, j] = v and
+    x[i, :, j] = v as x[i, arange, j] = v."""
     new = _sliced_index(self, key)
     return _setitem(self, key if new is None else new, value)
+
+
+# provenance.py and capture_errors.py take a node's source line from the
+# innermost user frame, stopping at trainstep's own: this wrapper stands in
+# for the user's `x[key] = v`, so it goes by a generated-code name, which
+# both step over to the user's line.
+setitem.__code__ = setitem.__code__.replace(co_filename="<trainstep.patches.setitem>")
 
 
 @contextlib.contextmanager

@@ -88,6 +88,34 @@ def test_data_dependent_shape_is_not_baked_in(tmp_path):
                   "aten.nonzero", "fixed-size form", "torch.where(mask, x, 0)", at=body)
 
 
+MASKS = ('self.register_buffer("mask", torch.tensor([[True, False, True, False], '
+         '[False, False, True, False]]))\n        '
+         'self.register_buffer("rows", torch.tensor([True, False]))\n        '
+         'self.register_buffer("src", torch.randn(3))')
+
+
+@pytest.mark.parametrize("body,at,what", [
+    ("x = x + x[self.mask].sum()", "x = x + x[self.mask].sum()", "reads"),
+    # The values' read x.exp()[mask] is what cannot be captured.
+    ("h = x * 2\n        h[self.mask] = x.exp()[self.mask]\n        x = x + h",
+     "h[self.mask] =", "reads"),
+    # Values sized by the count of True, or a mask with an index tensor:
+    # the index_put stays whole, and the runtime would refuse it on load.
+    ("h = x * 2\n        h[self.mask] = self.src\n        x = x + h", "h[self.mask] =",
+     "writes"),
+    ("h = x * 2\n        h[self.rows, torch.tensor([1])] = 0.0\n        x = x + h",
+     "h[self.rows,", "writes"),
+])
+def test_boolean_mask_index(tmp_path, body, at, what):
+    """x[mask] has one element per True: refused at export with the line,
+    whether it is read or written (a write whose values broadcast is a
+    where(), tests/python/specs/real/index_patterns.py)."""
+    line = _export_error(tmp_path, _spec(init=MASKS, body=body), "data-dependent shape",
+                         f"{what} x[mask] with a boolean mask", "torch.where(mask, v, x)",
+                         "a v that broadcasts", at=at)
+    assert ("(aten.index.Tensor)" if what == "reads" else "(aten.index_put)") in line, line
+
+
 @pytest.mark.parametrize("body,at,mode", [
     ("x.add_(1)", "x.add_(1)", ""),
     ("x[:, 0] = 0", "x[:, 0] = 0", ""),

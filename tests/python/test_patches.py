@@ -97,3 +97,39 @@ def test_setitem_through_sliced_index_tensors_writes_what_torch_writes():
     assert rewritten == 120
     for key in (0, (slice(1, None), torch.tensor([0])), (Ellipsis, torch.tensor([1]))):
         assert patches._sliced_index(x, key) is None
+
+
+def test_setitem_through_index_tensors_apart_writes_what_torch_writes():
+    """x[i, :, j] = v: torch puts the index dims first when a slice parts
+    the index tensors; the aranges must read and write the same elements in
+    the same layout, on random shapes, slice places and index shapes."""
+    g = torch.Generator().manual_seed(5)
+
+    def r(lo, hi):
+        return int(torch.randint(lo, hi, (1,), generator=g))
+
+    for _ in range(40):
+        x = torch.randn(*[r(2, 5) for _ in range(r(3, 6))], generator=g)
+        # index tensors at both ends of a span with a full slice inside it
+        first = r(0, x.dim() - 2)
+        last = r(first + 2, x.dim())
+        inner = [d for d in range(first + 1, last) if r(0, 2)] or [first + 1]
+        shape = [r(1, 3) for _ in range(r(1, 3))]
+        key = tuple(slice(None) if d < first or d in inner or d > last else
+                    torch.randint(-x.shape[d], x.shape[d], shape[r(0, len(shape)):], generator=g)
+                    for d in range(x.dim()))
+        new = patches._sliced_index(x, key)
+        assert new is not None, key
+        assert torch.equal(x[new], x[key]), (x.shape, key)
+        full = x[key].shape
+        for value in (torch.randn(full, generator=g), torch.randn(full[-1:], generator=g), 1.5):
+            want, got = x.clone(), x.clone()
+            want[key] = value
+            patches.setitem(got, key, value)
+            assert torch.equal(got, want), (x.shape, key)
+    # A 0-d index is an int to torch, which changes what goes first; a mask
+    # is not an integer index: both pass through.
+    x = torch.randn(2, 3, 4)
+    for key in ((torch.tensor(1), slice(None), torch.tensor([0, 3])),
+                (torch.tensor([True, False]), slice(None), torch.tensor([0, 3]))):
+        assert patches._sliced_index(x, key) is None

@@ -2,7 +2,7 @@
 by a slice (`h[:, rows, :, cols]`: torch puts the index dims first; its
 backward writes through them), bool-mask writes whose values do not depend
 on the mask's count (`g[mask] = 0.0`, index_put(..., accumulate=True)) from
-registered bool buffers, and on 2.x a write `g[rows, :, cols] = v`."""
+registered bool buffers, and a write `g[rows, :, cols] = v`."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -32,8 +32,9 @@ class IndexPatterns(nn.Module):
         g[self.mask] = 0.0                                  # a bool mask on (S, T)
         # += per D; the values take no gradient (theirs would be g.grad[mask]).
         g = g.index_put((self.bump,), self.shift, accumulate=True)
-        if hasattr(torch, "compile"):  # 1.13's functionalize cannot trace this write
-            g[self.rows, :, self.cols] = picked.permute(0, 2, 1) * 2
+        # Index dims first again: values (4, T, B); 1.13 writes it through
+        # patches.setitem.
+        g[self.rows, :, self.cols] = picked.permute(0, 2, 1) * 2
         return self.head(torch.cat([picked.permute(1, 0, 2).reshape(b, -1),
                                     g.permute(3, 0, 1, 2).reshape(b, -1)], dim=1))
 
