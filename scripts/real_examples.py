@@ -151,7 +151,7 @@ def definitions_only(path, names):
         tree = ast.parse(f.read(), path)
     keep = [n for n in tree.body
             if isinstance(n, (ast.Import, ast.ImportFrom))
-            and not any(a.name.split(".")[0] in ("torchvision", "matplotlib", "numpy")
+            and not any(a.name.split(".")[0] in ("torchvision", "matplotlib", "numpy", "requests")
                         for a in n.names)
             and getattr(n, "module", None) not in ("torchvision", "torchvision.utils")
             or isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name in names]

@@ -41,6 +41,41 @@ TEST(Session, RunsAStepAndUpdatesState) {
   EXPECT_FLOAT_EQ(s->state("w").as<float>()[1], 0.1f - 0.5f);
 }
 
+// A target structure of two tensors: ports bound by their index (the
+// float one is listed first in the artifact), each checked by name.
+TEST(Session, TakesSeveralTargetTensorsByIndex) {
+  auto two_targets = [](json& program) {
+    json& train = program["functions"]["train_step"];
+    train["inputs"].insert(train["inputs"].begin() + 4,
+                           port("target/weight", "target", "float32", {2}, {{"index", 1}}));
+    train["inputs"].back()["index"] = 0;
+    train["inputs"].back()["name"] = "target/label";
+    train["nodes"].push_back(node("wmean", "aten.mean.default", {"target/weight"},
+                                  {{"dtype", nullptr}}, "float32", json::array()));
+    train["nodes"].push_back(node("total", "aten.add.Tensor", {"mean", "wmean"}, {{"alpha", 1}},
+                                  "float32", json::array()));
+    train["outputs"][0]["value"] = "total";
+  };
+  auto s = ts::Session::open(write_tiny_artifact(make_temp_dir(), "w", false, nullptr, two_targets));
+  const std::vector<ts::TensorType> types = s->target_types();
+  ASSERT_EQ(types.size(), 2u);
+  EXPECT_EQ(types[0].str(), "int64[2]");
+  EXPECT_EQ(types[1].str(), "float32[2]");
+  HostTensor x(DType::F32, {2, 4}), label(DType::I64, {2}), weight(DType::F32, {2});
+  for (int i = 0; i < 8; ++i) x.view.as<float>()[i] = 1.0f;
+  weight.view.as<float>()[0] = 3.0f;
+  weight.view.as<float>()[1] = 5.0f;
+  float expect = 4.0f;  // mean of the weights, plus mean(x @ w) as in the test above
+  for (int i = 0; i < 12; ++i) expect += s->state("w").as<float>()[i] / 3;
+  EXPECT_EQ(error_of([&] { s->train_step({x.view}, label.view); }),
+            "train_step: expected 2 target(s), got 1");
+  EXPECT_EQ(error_of([&] { s->train_step({x.view}, {weight.view, label.view}); }),
+            "train_step: target 0 (target/label) is float32[2], expected int64[2] (the "
+            "artifact's batch)");
+  EXPECT_EQ(s->step(), 0);
+  EXPECT_FLOAT_EQ(s->train_step({x.view}, {label.view, weight.view}), expect);
+}
+
 TEST(Session, RejectsABatchOfTheWrongShape) {
   auto s = ts::Session::open(write_tiny_artifact(make_temp_dir()));
   HostTensor x(DType::F32, {3, 4}), y(DType::I64, {2}), yf(DType::F32, {2});

@@ -43,7 +43,7 @@ Patterns covered (issue 13's table):
   scatter_grid        writes through two index tensors: grid[:, rows, cols] = t
                       and index_put(..., accumulate=True) with repeats
   index_patterns      h[:, rows, :, cols] (index tensors apart: their dims
-                      first), bool-mask writes from a buffer, and on 2.x
+                      first), bool-mask writes from a buffer, and
                       g[rows, :, cols] = v
   pads, upsampling, conv_variants
                       reflection/replication/constant pads, repeat, cumsum;
@@ -588,8 +588,8 @@ def test_index_put_decomposition_of_bool_masks_matches_torch():
 
 def test_index_patterns_verify(tmp_path):
     """A gather through index tensors separated by a slice (its backward a
-    non-adjacent index_put), bool-mask writes, and on 2.x a non-adjacent
-    write, end to end."""
+    non-adjacent index_put), bool-mask writes, and a non-adjacent write
+    (patches.setitem on 1.13), end to end."""
     _export_verify(tmp_path, os.path.join(REAL, "index_patterns.py"))
 
 
