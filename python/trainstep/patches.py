@@ -148,9 +148,37 @@ def _sliced_index(self, key):
     return tuple(new)
 
 
+def _sliced_mask(self, key, value):
+    """x[:, mask] = v (full slices, then one bool mask over the next dims,
+    v broadcasting over the dims after them) as the mask reshaped to x's
+    rank; else None (v sized by the mask's count is data-dependent)."""
+    key = key if isinstance(key, tuple) else (key,)
+    at = [i for i, t in enumerate(key)
+          if isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8)]
+    if len(at) != 1 or any(not (isinstance(t, slice) and t == slice(None))
+                           for i, t in enumerate(key) if i != at[0]):
+        return None
+    first, mask = at[0], key[at[0]].bool()
+    rest = self.dim() - first - mask.dim()
+    if rest < 0 or tuple(self.shape[first:first + mask.dim()]) != tuple(mask.shape):
+        return None
+    v = torch.as_tensor(value)
+    if v.numel() != 1 and (v.dim() > rest or any(
+            a not in (1, b) for a, b in zip(v.shape[::-1], self.shape[::-1]))):
+        return None
+    return mask.reshape([1] * first + list(mask.shape) + [1] * rest)
+
+
 def setitem(self, key, value):
-    """Tensor.__setitem__, with x[:, i, j] = v as x[arange, i, j] = v and
-    x[i, :, j] = v as x[i, arange, j] = v."""
+    """Tensor.__setitem__, with x[:, i, j] = v as x[arange, i, j] = v,
+    x[i, :, j] = v as x[i, arange, j] = v, and x[:, mask] = v as a where()
+    written back (1.13 cannot trace a mask after a slice)."""
+    mask = _sliced_mask(self, key, value) if isinstance(key, tuple) and key[:1] == (slice(None),) \
+        else None
+    if mask is not None:
+        v = torch.as_tensor(value, dtype=self.dtype, device=self.device)
+        self.copy_(torch.where(mask, v.reshape(()) if v.numel() == 1 else v, self))
+        return None
     new = _sliced_index(self, key)
     return _setitem(self, key if new is None else new, value)
 

@@ -133,3 +133,33 @@ def test_setitem_through_index_tensors_apart_writes_what_torch_writes():
     for key in ((torch.tensor(1), slice(None), torch.tensor([0, 3])),
                 (torch.tensor([True, False]), slice(None), torch.tensor([0, 3]))):
         assert patches._sliced_index(x, key) is None
+
+
+def test_setitem_through_a_mask_after_slices_writes_what_torch_writes():
+    """x[:, mask] = v (1.13 cannot trace a mask after a slice): where() over
+    the mask at its dims, against Tensor.__setitem__ on random shapes, mask
+    places and broadcast values; values sized by the mask's count are left
+    to torch (data-dependent: the capture refuses them)."""
+    from trainstep import patches
+    g = torch.Generator().manual_seed(7)
+
+    def r(lo, hi):
+        return int(torch.randint(lo, hi, (1,), generator=g))
+
+    for _ in range(30):
+        x = torch.randn(*[r(2, 5) for _ in range(r(2, 5))], generator=g)
+        first = r(1, x.dim())
+        m = r(1, x.dim() - first + 1)
+        mask = torch.rand(x.shape[first:first + m], generator=g) > 0.5
+        key = (slice(None),) * first + (mask,)
+        rest = x.shape[first + m:]
+        for value in (1.5, torch.tensor(-2.0), torch.randn(1, generator=g),
+                      torch.randn(rest, generator=g), torch.randn(rest[-1:], generator=g)):
+            assert patches._sliced_mask(x, key, value) is not None, (x.shape, first, m)
+            want, got = x.clone(), x.clone()
+            want[key] = value
+            patches.setitem(got, key, value)
+            assert torch.equal(got, want), (x.shape, first, m)
+        count = int(mask.sum())
+        if count > 1:  # one value per selected element: x[:, mask] = y[:, mask]
+            assert patches._sliced_mask(x, key, torch.randn(count, *rest)) is None

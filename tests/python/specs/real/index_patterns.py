@@ -2,7 +2,8 @@
 by a slice (`h[:, rows, :, cols]`: torch puts the index dims first; its
 backward writes through them), bool-mask writes whose values do not depend
 on the mask's count (`g[mask] = 0.0`, index_put(..., accumulate=True)) from
-registered bool buffers, and a write `g[rows, :, cols] = v`."""
+registered bool buffers, a write `g[rows, :, cols] = v`, and a mask
+after a slice, `g[:, tmask] = v`."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -22,6 +23,7 @@ class IndexPatterns(nn.Module):
         self.register_buffer("bump", torch.rand(S, T) > 0.5)
         self.register_buffer("shift", torch.randn(D, 1))
         self.head = nn.Linear(4 * T + S * T * D, CLASSES)
+        self.register_buffer("tmask", torch.tensor([True, False, True]))  # over T
 
     def forward(self, x):
         b = x.shape[0]
@@ -35,6 +37,9 @@ class IndexPatterns(nn.Module):
         # Index dims first again: values (4, T, B); 1.13 writes it through
         # patches.setitem.
         g[self.rows, :, self.cols] = picked.permute(0, 2, 1) * 2
+        # A mask after a slice, values per (D, B): 1.13 writes it through
+        # patches.setitem as a where().
+        g[:, self.tmask] = 0.5 * x.t()
         return self.head(torch.cat([picked.permute(1, 0, 2).reshape(b, -1),
                                     g.permute(3, 0, 1, 2).reshape(b, -1)], dim=1))
 
