@@ -72,6 +72,14 @@ def test_patches_are_undone():
     assert (F.cross_entropy, F.batch_norm, nn.modules.batchnorm._BatchNorm.forward) == saved
 
 
+def _writes_as_torch(x, key, value):
+    """patches.setitem writes what Tensor.__setitem__ writes into a copy of x."""
+    want, got = x.clone(), x.clone()
+    want[key] = value
+    patches.setitem(got, key, value)
+    assert torch.equal(got, want), (x.shape, key)
+
+
 def test_setitem_through_sliced_index_tensors_writes_what_torch_writes():
     """patches.setitem (1.13's capture form of x[:, i, j] = v) against
     Tensor.__setitem__ itself, on random shapes, index shapes and value
@@ -89,10 +97,7 @@ def test_setitem_through_sliced_index_tensors_writes_what_torch_writes():
         key = (slice(None),) * k + idx
         full = x[key].shape
         for value in (torch.randn(full, generator=g), torch.randn(full[-1:], generator=g), 1.5):
-            want, got = x.clone(), x.clone()
-            want[key] = value
-            patches.setitem(got, key, value)
-            assert torch.equal(got, want), (x.shape, key)
+            _writes_as_torch(x, key, value)
             rewritten += patches._sliced_index(x, key) is not None
     assert rewritten == 120
     for key in (0, (slice(1, None), torch.tensor([0])), (Ellipsis, torch.tensor([1]))):
@@ -123,10 +128,7 @@ def test_setitem_through_index_tensors_apart_writes_what_torch_writes():
         assert torch.equal(x[new], x[key]), (x.shape, key)
         full = x[key].shape
         for value in (torch.randn(full, generator=g), torch.randn(full[-1:], generator=g), 1.5):
-            want, got = x.clone(), x.clone()
-            want[key] = value
-            patches.setitem(got, key, value)
-            assert torch.equal(got, want), (x.shape, key)
+            _writes_as_torch(x, key, value)
     # A 0-d index is an int to torch, which changes what goes first; a mask
     # is not an integer index: both pass through.
     x = torch.randn(2, 3, 4)
@@ -156,10 +158,7 @@ def test_setitem_through_a_mask_after_slices_writes_what_torch_writes():
         for value in (1.5, torch.tensor(-2.0), torch.randn(1, generator=g),
                       torch.randn(rest, generator=g), torch.randn(rest[-1:], generator=g)):
             assert patches._sliced_mask(x, key, value) is not None, (x.shape, first, m)
-            want, got = x.clone(), x.clone()
-            want[key] = value
-            patches.setitem(got, key, value)
-            assert torch.equal(got, want), (x.shape, first, m)
+            _writes_as_torch(x, key, value)
         count = int(mask.sum())
         if count > 1:  # one value per selected element: x[:, mask] = y[:, mask]
             assert patches._sliced_mask(x, key, torch.randn(count, *rest)) is None
