@@ -63,7 +63,9 @@ def _in(path, *folders):
 def locate(e, user_file=None, user_only=False):
     """'FILE:LINE' where `e` arose: the innermost frame in `user_file`, else
     the innermost one outside torch, trainstep and the standard library,
-    else outside torch. The whole chain of causes counts (a wrapped error
+    else outside torch and trainstep (a loss_fn that is a torch function
+    has no frame of the user's: trainstep's call of it is no place to point
+    to, the spec is). The whole chain of causes counts (a wrapped error
     keeps the user's frame in its cause). None when no frame qualifies.
     user_only: the frame in `user_file` or None."""
     if isinstance(e, SyntaxError) and e.filename and e.lineno:
@@ -71,7 +73,7 @@ def locate(e, user_file=None, user_only=False):
     user = os.path.abspath(user_file) if user_file else None
     tests = [lambda f: user is not None and os.path.abspath(f) == user,
              lambda f: not _in(f, _TORCH_DIR, _OWN_DIR, *_STDLIB_DIRS),
-             lambda f: not _in(f, _TORCH_DIR)][:1 if user_only else 3]
+             lambda f: not _in(f, _TORCH_DIR, _OWN_DIR)][:1 if user_only else 3]
     frames = [fr for ex in reversed(_chain(e))
               for fr in reversed(traceback.extract_tb(ex.__traceback__))
               if not fr.filename.startswith("<")]

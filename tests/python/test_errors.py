@@ -193,6 +193,37 @@ def test_exception_in_build_names_the_innermost_spec_line(tmp_path):
     assert line == f"trainstep export: {want}(run with --debug for the full traceback)", line
 
 
+TORCH_LOSS_ON_A_TUPLE = """import torch
+import torch.nn.functional as F
+import trainstep
+
+
+class TwoHeads(torch.nn.Module):  # torchvision's GoogLeNet returns its aux logits too
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x), self.fc(x).detach()
+
+
+def build():
+    model = TwoHeads()
+    return trainstep.TrainSpec(model, F.cross_entropy, torch.optim.SGD(model.parameters(), lr=0.1),
+                               (torch.randn(2, 4),), torch.randint(0, 3, (2,)))
+"""
+
+
+def test_a_torch_loss_failing_names_the_spec_not_trainstep(tmp_path):
+    """loss_fn=F.cross_entropy on a model returning a tuple: no frame of the
+    user's raises, and trainstep's own call of loss_fn is no place to point
+    the user to; the spec file is."""
+    spec, p = _export(tmp_path, "tuple_loss.py", TORCH_LOSS_ON_A_TUPLE)
+    line = _one_line_error(p, f"trainstep export: {spec}: TypeError: ", "not tuple",
+                           prefix="trainstep export: ")
+    assert "trainstep/" not in line.split("TypeError")[0], line
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_debug_prints_the_traceback(tmp_path, where):
     """--debug, before or after the subcommand: the traceback, then the line."""
