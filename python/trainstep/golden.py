@@ -184,7 +184,8 @@ def calibrate(parts, batches, seed, grads, base, rounds):
             gen = torch.Generator().manual_seed(1000 * r + i)
             got = _run(parts, batches, seed, grads, kind, gen)
             for key in spread:
-                scale = loss_scale if key.startswith("loss/") else 0.0
+                scale = loss_scale if key.startswith("loss/") or key == "eval/sample_loss" \
+                    else 0.0
                 spread[key] = max(spread[key], _relative(got[key], base[key], scale))
     return spread
 

@@ -21,6 +21,9 @@ Patterns covered (issue 13's table):
                       float64 parameters in a float32 model, following torch's
                       promotion (a 0-d float64 keeps float32, a float64 [D]
                       scale makes float64)
+  fits_fast           MNASNet's BatchNorm momentum (1 - 0.9997) and a model that
+                      fits its batch: updates resolved to the state's rounding,
+                      per-sample losses of ~1e-4 judged at the losses' scale
   resnet_kinks        a ResNet-18-shaped net at batch 4, 64x64: BatchNorm over
                       16 values turns a ReLU flipped by reordering into a
                       different trajectory, which the calibration must see
@@ -84,7 +87,7 @@ def _eval_outputs(path):
                                   "frozen_adagrad", "rnn_last_step",
                                   "stochastic_depth", "window_mask",
                                   "seq_first_gru", "conv_variants", "scatter_grid",
-                                  "cached_mask", "einsum_mixed"])
+                                  "cached_mask", "einsum_mixed", "fits_fast"])
 def test_verifies(tmp_path, name):
     _export_verify(tmp_path, os.path.join(REAL, name + ".py"))
 
