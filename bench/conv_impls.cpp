@@ -39,16 +39,15 @@ double best_us(const std::function<void()>& run) {
   return best;
 }
 
-// Times each implementation of `pd` with its own memories; `args` gives the
-// primitive's arguments and their descs for the implementation at hand
-// (each picks its own layouts).
+// Times each implementation of `pd` on memories for the arguments `args`,
+// in the layouts that implementation asks for (each picks its own).
 template <class PD, class P>
 void each_impl(const char* what, const Shape& s, PD& pd, engine& eng, stream& st,
-               const std::function<std::vector<std::pair<int, memory::desc>>(const PD&)>& args) {
+               const std::vector<int>& args) {
   do {
     if (!std::strncmp(pd.impl_info_str(), "ref", 3)) continue;
     std::unordered_map<int, memory> mem;
-    for (const auto& [arg, md] : args(pd)) mem.emplace(arg, memory(md, eng));
+    for (int arg : args) mem.emplace(arg, memory(pd.query_md(query::exec_arg_md, arg), eng));
     P prim(pd);
     const double us = best_us([&] { prim.execute(st, mem); st.wait(); });
     std::printf("n%-3d ic%-4d oc%-4d hw%-3d k%d s%d  %-12s %-16s %9.1f us\n", s.n, s.ic, s.oc,
@@ -84,24 +83,13 @@ int main(int argc, char** argv) {
     const convolution_backward_weights::desc wei_d(alg, src, wei, dst, strides, pad, pad);
     convolution_forward::primitive_desc fwd(fwd_d, eng);
     each_impl<decltype(fwd), convolution_forward>(
-        "forward", s, fwd, eng, st, [](const auto& pd) {
-          return std::vector<std::pair<int, memory::desc>>{{DNNL_ARG_SRC, pd.src_desc()},
-                                                           {DNNL_ARG_WEIGHTS, pd.weights_desc()},
-                                                           {DNNL_ARG_DST, pd.dst_desc()}};
-        });
+        "forward", s, fwd, eng, st, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST});
     convolution_backward_data::primitive_desc bwd_data(data_d, eng, fwd);
     each_impl<decltype(bwd_data), convolution_backward_data>(
-        "grad_input", s, bwd_data, eng, st, [](const auto& pd) {
-          return std::vector<std::pair<int, memory::desc>>{
-              {DNNL_ARG_DIFF_SRC, pd.diff_src_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()},
-              {DNNL_ARG_DIFF_DST, pd.diff_dst_desc()}};
-        });
+        "grad_input", s, bwd_data, eng, st,
+        {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST});
     convolution_backward_weights::primitive_desc bwd_w(wei_d, eng, fwd);
     each_impl<decltype(bwd_w), convolution_backward_weights>(
-        "grad_weight", s, bwd_w, eng, st, [](const auto& pd) {
-          return std::vector<std::pair<int, memory::desc>>{
-              {DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()},
-              {DNNL_ARG_DIFF_DST, pd.diff_dst_desc()}};
-        });
+        "grad_weight", s, bwd_w, eng, st, {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST});
   }
 }

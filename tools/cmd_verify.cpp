@@ -170,27 +170,25 @@ std::string trace_step0(const ts::Artifact& a, double tol, int threads, bool qui
   double lr64 = g.value("lr", 0.0);  // the lr port is float64 for float64 models
   float lr32 = static_cast<float>(lr64);
   int64_t seed = g.value("seed", int64_t(0)), offset = g.value("offset", int64_t(0));
-  const ts::Artifact::Batch b0 = a.golden_batch(0);
-  const std::vector<int> in_slots = f.inputs_of(ts::Role::Input);
-  const std::vector<int> target_slots = f.inputs_of(ts::Role::Target);
-  auto batch_data = [](const std::vector<int>& slots, const std::vector<ts::Tensor>& ts, size_t i) {
-    for (size_t k = 0; k < slots.size(); ++k)
-      if (size_t(slots[k]) == i) return ts[k].data;
-    return static_cast<void*>(nullptr);
-  };
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const ts::Port& p = f.inputs[i];
     void* data = nullptr;
+    if (p.role == ts::Role::Input || p.role == ts::Role::Target) continue;  // the batch, below
     if (p.role == ts::Role::State) data = a.tensor("state/" + p.state).view.data;
     else if (p.role == ts::Role::Lr) data = p.type.dtype == ts::DType::F64 ? static_cast<void*>(&lr64) : &lr32;
     else if (p.role == ts::Role::RngSeed) data = &seed;
     else if (p.role == ts::Role::RngOffset) data = &offset;
-    else if (p.role == ts::Role::Input) data = batch_data(in_slots, b0.inputs, i);
-    else if (p.role == ts::Role::Target) data = batch_data(target_slots, b0.targets, i);
     else ts::fail(a.path + ": train_step input '" + p.name + "' has role '" + ts::role_name(p.role) +
                   "', which a train_step does not take");
     ex.bind_input(static_cast<int>(i), data);
   }
+  // golden_batch lists each role's tensors in inputs_of's port order.
+  const ts::Artifact::Batch b0 = a.golden_batch(0);
+  const std::vector<int> in_slots = f.inputs_of(ts::Role::Input);
+  const std::vector<int> target_slots = f.inputs_of(ts::Role::Target);
+  for (size_t k = 0; k < in_slots.size(); ++k) ex.bind_input(in_slots[k], b0.inputs[k].data);
+  for (size_t k = 0; k < target_slots.size(); ++k)
+    ex.bind_input(target_slots[k], b0.targets[k].data);
   std::string first;
   int compared = 0, mismatched = 0, unrecorded = 0;
   ex.set_observer([&](const ts::Node& n, const std::vector<const ts::Tensor*>& outs) {

@@ -116,6 +116,11 @@ _SETITEM_OWN = "__setitem__" in torch.Tensor.__dict__
 _setitem = torch.Tensor.__setitem__
 
 
+def _full(t):
+    """t is `:` in an index key."""
+    return isinstance(t, slice) and t == slice(None)
+
+
 def _sliced_index(self, key):
     """key with its full slices before the last index tensor as broadcast
     aranges, when key is full slices and integer index tensors; else None.
@@ -124,7 +129,7 @@ def _sliced_index(self, key):
     (x[i, :, j]): the aranges' dims go after or before them to match."""
     if not isinstance(key, tuple):
         return None
-    full = [isinstance(t, slice) and t == slice(None) for t in key]
+    full = [_full(t) for t in key]
     ints = [isinstance(t, torch.Tensor) and not t.is_floating_point()
             and t.dtype not in (torch.bool, torch.uint8) for t in key]
     if not any(ints) or not all(f or i for f, i in zip(full, ints)):
@@ -149,14 +154,15 @@ def _sliced_index(self, key):
 
 
 def _sliced_mask(self, key, value):
-    """x[:, mask] = v (full slices, then one bool mask over the next dims,
-    v broadcasting over the dims after them) as the mask reshaped to x's
-    rank; else None (v sized by the mask's count is data-dependent)."""
-    key = key if isinstance(key, tuple) else (key,)
+    """x[:, mask] = v (one or more full slices, then one bool mask over the
+    next dims, v broadcasting over the dims after them) as the mask
+    reshaped to x's rank; else None (a plain x[mask] = v is compat.py's, v
+    sized by the mask's count is data-dependent)."""
+    if not isinstance(key, tuple) or not key or not _full(key[0]):
+        return None
     at = [i for i, t in enumerate(key)
           if isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8)]
-    if len(at) != 1 or any(not (isinstance(t, slice) and t == slice(None))
-                           for i, t in enumerate(key) if i != at[0]):
+    if len(at) != 1 or any(not _full(t) for i, t in enumerate(key) if i != at[0]):
         return None
     first, mask = at[0], key[at[0]].bool()
     rest = self.dim() - first - mask.dim()
@@ -173,8 +179,7 @@ def setitem(self, key, value):
     """Tensor.__setitem__, with x[:, i, j] = v as x[arange, i, j] = v,
     x[i, :, j] = v as x[i, arange, j] = v, and x[:, mask] = v as a where()
     written back (1.13 cannot trace a mask after a slice)."""
-    mask = _sliced_mask(self, key, value) if isinstance(key, tuple) and key[:1] == (slice(None),) \
-        else None
+    mask = _sliced_mask(self, key, value)
     if mask is not None:
         v = torch.as_tensor(value, dtype=self.dtype, device=self.device)
         self.copy_(torch.where(mask, v.reshape(()) if v.numel() == 1 else v, self))

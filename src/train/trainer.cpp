@@ -23,8 +23,6 @@ namespace {
 // A prefetcher shaped like `fn`'s model input and target.
 std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const Batcher& data) {
   const Function& f = s.program().function(fn);
-  int xi = f.find_input(Role::Input), yi = f.find_input(Role::Target);
-  if (xi < 0 || yi < 0) fail(std::string(fn) + " has no model input or target");
   // The datasets hand over one image or token tensor and one label per
   // sample; a step taking several (a dict batch) is fed through the API.
   for (Role role : {Role::Input, Role::Target}) {
@@ -38,8 +36,8 @@ std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const B
            "), and the datasets feed one; feed such a step through the C++ API "
            "(Session::train_step with one tensor per input and target port)");
   }
-  const Port& x = f.inputs[xi];
-  const Port& y = f.inputs[yi];
+  const Port& x = f.inputs[f.find_input(Role::Input)];  // one of each, checked above
+  const Port& y = f.inputs[f.find_input(Role::Target)];
   data.check(batch_major(x.type, x.batch_dim), batch_major(y.type, y.batch_dim));
   return std::make_unique<Prefetcher>(data, x.type, y.type, x.batch_dim, y.batch_dim);
 }
