@@ -20,7 +20,19 @@ namespace tscli {
 
 namespace {
 
-void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double total_s) {
+// A profile row's name: the op, or with by_shape the op and its first
+// output's type (a product's transposition flags too), since one op's
+// nodes of different shapes often cost very different amounts.
+std::string row_name(const ts::Node& n, bool by_shape) {
+  if (!by_shape || n.declared.empty()) return n.op;
+  std::string s = n.op + " " + n.declared[0].str();
+  for (const char* k : {"trans_a", "trans_b"})
+    if (n.attrs.value(k, false)) s += std::string(" ") + k;
+  return s;
+}
+
+void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double total_s,
+                   bool by_shape) {
   struct Row {
     double s = 0, layout = 0;
     int nodes = 0;
@@ -28,7 +40,7 @@ void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double t
   std::map<std::string, Row> by_op;
   double kernels = 0, copies = 0, layout = 0;
   for (const auto& t : profile) {
-    Row& r = by_op[t.node->op];
+    Row& r = by_op[row_name(*t.node, by_shape)];
     r.s += t.seconds;
     r.layout += t.layout_seconds;
     r.nodes += 1;
@@ -39,10 +51,14 @@ void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double t
   std::vector<std::pair<double, std::string>> rows;
   for (auto& [op, r] : by_op) rows.push_back({r.s, op});
   std::sort(rows.rbegin(), rows.rend());
-  std::printf("\n%-44s %6s %10s %7s %12s\n", "op", "nodes", "ms/step", "share", "of which reorders");
+  int width = 44;
+  for (auto& [s, op] : rows) width = std::max(width, static_cast<int>(op.size()));
+  std::printf("\n%-*s %6s %10s %7s %12s\n", width, by_shape ? "op and output" : "op", "nodes",
+              "ms/step", "share", "of which reorders");
   for (auto& [s, op] : rows) {
     const Row& r = by_op[op];
-    std::printf("%-44s %6d %10.3f %6.1f%%", op.c_str(), r.nodes, 1e3 * s / steps, 100 * s / total_s);
+    std::printf("%-*s %6d %10.3f %6.1f%%", width, op.c_str(), r.nodes, 1e3 * s / steps,
+                100 * s / total_s);
     if (r.layout > 0) std::printf(" %10.3f", 1e3 * r.layout / steps);
     std::printf("\n");
   }
@@ -107,6 +123,7 @@ void add_bench(CLI::App& app, Action& action) {
   auto warmup = std::make_shared<int>(5);
   auto sopts = std::make_shared<ts::SessionOptions>();
   auto profile = std::make_shared<bool>(false);
+  auto by_shape = std::make_shared<bool>(false);
   auto accumulate = std::make_shared<int>(0);
   auto dist = std::make_shared<Distributed>();
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
@@ -118,6 +135,9 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("--warmup", *warmup, "untimed steps first");
   add_session_flags(cmd, *sopts);
   cmd->add_flag("--profile", *profile, "time per op; share outside compute kernels");
+  cmd->add_flag("--by-shape", *by_shape,
+                "with --profile: a row per op and output shape (and a product's transposition)")
+      ->needs("--profile");
   add_examples(cmd, {"trainstep bench mnist.tstep --steps 100 --profile",
                     "trainstep bench mnist.tstep --device cuda --steps 200"});
   cmd->callback([=, &action] {
@@ -176,11 +196,11 @@ void add_bench(CLI::App& app, Action& action) {
                   ms.front(), pct(0.1), pct(0.5), pct(0.9), ms.back(),
                   s->batch_size() * s->world_size() * 1e3 / pct(0.5));
       if (*profile && so.device != ts::Device::Cpu) {
-        print_profile(s->train_profile(), *steps, total);
+        print_profile(s->train_profile(), *steps, total, *by_shape);
         std::printf("(profiled kernel by kernel with device events, without the step's CUDA "
                     "graph: the dispatch share is larger than in a plain run)\n");
       } else if (*profile) {
-        print_profile(s->train_profile(), *steps, total);
+        print_profile(s->train_profile(), *steps, total, *by_shape);
         print_kernel_choices(s->train_executor());
         if (s->world_size() > 1 && accum == 0)
           print_all_reduce(s->train_executor(), *s->collective(), *steps);

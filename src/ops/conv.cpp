@@ -25,8 +25,10 @@
 #include <string>
 
 #include "ops/conv_transpose.h"
+#include "ops/conv_wgrad_c1.h"
 #include "ops/dnnl_util.h"
 #include "ops/gemm64.h"
+#include "ops/kernel_choice.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -715,6 +717,54 @@ std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
   return t;
 }
 
+// The weight gradient on the one-channel kernel, then the input gradient on
+// oneDNN (after: it may be written over x).
+class SplitBwdKernel : public Kernel {
+ public:
+  SplitBwdKernel(std::unique_ptr<Kernel> weight, std::unique_ptr<Kernel> data)
+      : weight_(std::move(weight)), data_(std::move(data)) {}
+  void run(const Tensor* in, Tensor* out) override {
+    weight_->run(in, out);
+    if (data_) data_->run(in, out);
+  }
+
+ private:
+  std::unique_ptr<Kernel> weight_, data_;
+};
+
+// A weight gradient oneDNN or conv_wgrad_c1.h can compute: whichever
+// measures faster here (kernel_choice.h) computes it. Only the weight
+// (and bias) gradient is timed; the input gradient is oneDNN's either way.
+std::unique_ptr<Kernel> choose_wgrad(const KernelCtx& k, const ConvGeom& g, const ConvLayouts& l,
+                                     const std::vector<bool>& m, bool relu) {
+  auto make_dnnl = [&] { return std::make_unique<ConvBwdKernel>(g, l, false, true, m[2], false); };
+  auto make_mine = [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); };
+  std::unique_ptr<Kernel> dnnl, mine;
+  std::unique_ptr<KernelScratch> s;
+  auto timed = [&](std::unique_ptr<Kernel>& kern, auto make) {
+    if (!kern) kern = make();
+    if (!s) s = std::make_unique<KernelScratch>(k.node, k.outputs);
+    kern->run(s->in.data(), s->out.data());
+  };
+  const std::string key = "conv_wgrad n=" + std::to_string(g.N) + " c=1 o=" +
+                          std::to_string(g.O) + " hw=" + dims_str(g.H, g.W) + " k=" +
+                          dims_str(g.KH, g.KW) + " s=" + dims_str(g.sh, g.sw) +
+                          " p=" + dims_str(g.ph, g.pw) + " d=" + dims_str(g.dh, g.dw) +
+                          " dy=" + layout_name(l.dst) + (m[2] ? " +bias" : "");
+  KernelChoice choice = choose_kernel(key, k.threads,
+                                      {{"onednn", [&] { timed(dnnl, make_dnnl); }},
+                                       {"one_channel", [&] { timed(mine, make_mine); }}});
+  std::unique_ptr<Kernel> pick;
+  if (choice.names[choice.pick] == "one_channel") {
+    std::unique_ptr<Kernel> data;
+    if (m[0]) data = std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
+    pick = std::make_unique<SplitBwdKernel>(mine ? std::move(mine) : make_mine(), std::move(data));
+  } else {
+    pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
+  }
+  return std::make_unique<ChosenKernel>(std::move(pick), std::move(choice));
+}
+
 template <bool RELU>
 std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
   if (k.node.attr_bool("transposed")) return conv_transpose::make_bwd(k);
@@ -727,7 +777,9 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
     l.dst = port_layout(k.node, false, 0, k.node.input(0));
     l.src = port_layout(k.node, false, 1, k.node.input(1));
     l.dsrc = port_layout(k.node, true, 0, k.node.input(1));
-    return std::make_unique<ConvBwdKernel>(conv_geom(k.node, 1, 2), l, m[0], m[1], m[2], RELU);
+    const ConvGeom g = conv_geom(k.node, 1, 2);
+    if (m[1] && one_channel_wgrad_suits(g, l.dst)) return choose_wgrad(k, g, l, m, RELU);
+    return std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], RELU);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution backward: ") + e.what());
   }

@@ -31,7 +31,7 @@ namespace {
 constexpr const char* kFormat = "trainstep-kernel-choices 1";
 constexpr const char* kEnv = "TRAINSTEP_KERNELS";
 // Every candidate name an op offers, so a misspelt TRAINSTEP_KERNELS fails.
-const std::vector<std::string> kKnownNames = {"onednn", "small_k"};
+const std::vector<std::string> kKnownNames = {"onednn", "small_k", "one_channel"};
 // A challenger must beat the default by this much: timing noise alone does
 // not move a pick.
 constexpr double kMargin = 0.97;
@@ -186,6 +186,16 @@ Entry measure(const std::vector<KernelCandidate>& c) {
 }
 
 }  // namespace
+
+KernelScratch::KernelScratch(const NodeCtx& n, const std::vector<TensorType>& outs) {
+  bufs.reserve(n.num_inputs() + outs.size());
+  auto add = [&](const TensorType& t, std::vector<Tensor>& to) {
+    bufs.emplace_back(std::max<size_t>(t.nbytes(), 64));
+    to.push_back({t.dtype, t.shape, bufs.back().data()});
+  };
+  for (int i = 0; i < n.num_inputs(); ++i) add(n.input(i), in);
+  for (const auto& t : outs) add(t, out);
+}
 
 std::string KernelChoice::describe() const {
   std::string s = names.at(pick);

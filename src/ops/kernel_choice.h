@@ -49,6 +49,15 @@ std::string kernel_choice_cache_path();
 // Forgets the in-process picks (tests: the next choose reads the file).
 void forget_kernel_choices();
 
+// A node's inputs and the given outputs on zeroed buffers of their types:
+// what candidates run on while they are timed (never the step's data; the
+// arithmetic takes the same time whatever the values).
+struct KernelScratch {
+  std::vector<Buffer> bufs;
+  std::vector<Tensor> in, out;
+  KernelScratch(const NodeCtx& n, const std::vector<TensorType>& outs);
+};
+
 // A kernel picked by choose_kernel, reporting its choice (bench --profile).
 class ChosenKernel : public Kernel {
  public:

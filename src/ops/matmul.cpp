@@ -202,24 +202,6 @@ class SmallGemmKernel : public Kernel {
   SmallGemm gemm_;
 };
 
-// Inputs of the node's shapes, for timing candidates (zeros: the FMAs take
-// the same time whatever the values).
-struct Scratch {
-  std::vector<Buffer> bufs;
-  std::vector<Tensor> in;
-  Buffer out_buf;
-  Tensor out;
-  Scratch(const NodeCtx& n, const Shape& c) {
-    for (int i = 0; i < n.num_inputs(); ++i) {
-      const TensorType& t = n.input(i);
-      bufs.emplace_back(std::max<size_t>(t.nbytes(), 64));
-      in.push_back({t.dtype, t.shape, bufs.back().data()});
-    }
-    out_buf = Buffer(std::max<size_t>(shape_numel(c) * sizeof(float), 64));
-    out = {DType::F32, c, out_buf.data()};
-  }
-};
-
 // The kernel for the node's dtype (input ia's; verify checked both agree).
 // float32 rank 2 with a small K: oneDNN or SmallGemm, whichever measures
 // faster here.
@@ -239,11 +221,11 @@ std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Sh
   // Candidates and scratch data are made on the first timed call: a cached
   // or forced pick builds only the kernel it keeps.
   std::unique_ptr<Kernel> dnnl, small;
-  std::unique_ptr<Scratch> s;
+  std::unique_ptr<KernelScratch> s;
   auto timed = [&](std::unique_ptr<Kernel>& kern, auto make) {
     if (!kern) kern = make();
-    if (!s) s = std::make_unique<Scratch>(k.node, c);
-    kern->run(s->in.data(), &s->out);
+    if (!s) s = std::make_unique<KernelScratch>(k.node, std::vector<TensorType>{{DType::F32, c}});
+    kern->run(s->in.data(), s->out.data());
   };
   std::string key = "gemm m=" + std::to_string(c[0]) + " n=" + std::to_string(c[1]) +
                     " k=" + std::to_string(a[1]) + (ta ? " a^T" : "") + (tb ? " b^T" : "");

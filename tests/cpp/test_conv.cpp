@@ -6,6 +6,7 @@
 #include <iostream>
 #include <limits>
 
+#include "conv_ref.h"
 #include "op_test_util.h"
 
 using namespace ts_test;
@@ -13,81 +14,6 @@ using ts::DType;
 using ts::HostTensor;
 
 namespace {
-
-struct ConvCase {
-  int64_t N, C, H, W, O, KH, KW, sh, sw, ph, pw, dh, dw, G;
-  bool bias;
-  int64_t OH() const { return (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1; }
-  int64_t OW() const { return (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1; }
-  json attrs() const {
-    return {{"stride", {sh, sw}}, {"padding", {ph, pw}}, {"dilation", {dh, dw}},
-            {"transposed", false}, {"output_padding", {0, 0}}, {"groups", G}};
-  }
-  json bwd_attrs(bool gi, bool gw, bool gb) const {
-    json a = attrs();
-    a["bias_sizes"] = bias ? json::array({O}) : json(nullptr);
-    a["output_mask"] = {gi, gw, gb};
-    return a;
-  }
-};
-
-// Naive references, one element at a time (so large cases can be sampled).
-struct Ref {
-  const ConvCase& c;
-  const float *x, *w, *b, *go;
-  int64_t Cg() const { return c.C / c.G; }
-  int64_t Og() const { return c.O / c.G; }
-  float xat(int64_t n, int64_t ch, int64_t h, int64_t ww) const {
-    if (h < 0 || h >= c.H || ww < 0 || ww >= c.W) return 0.f;
-    return x[((n * c.C + ch) * c.H + h) * c.W + ww];
-  }
-  float wat(int64_t o, int64_t ci, int64_t kh, int64_t kw) const {
-    return w[((o * Cg() + ci) * c.KH + kh) * c.KW + kw];
-  }
-  float goat(int64_t n, int64_t o, int64_t oh, int64_t ow) const {
-    return go[((n * c.O + o) * c.OH() + oh) * c.OW() + ow];
-  }
-  double y(int64_t n, int64_t o, int64_t oh, int64_t ow) const {
-    double s = b ? b[o] : 0.0;
-    int64_t g = o / Og();
-    for (int64_t ci = 0; ci < Cg(); ++ci)
-      for (int64_t kh = 0; kh < c.KH; ++kh)
-        for (int64_t kw = 0; kw < c.KW; ++kw)
-          s += double(xat(n, g * Cg() + ci, oh * c.sh - c.ph + kh * c.dh,
-                          ow * c.sw - c.pw + kw * c.dw)) * wat(o, ci, kh, kw);
-    return s;
-  }
-  double gx(int64_t n, int64_t ch, int64_t ih, int64_t iw) const {
-    double s = 0;
-    int64_t g = ch / Cg(), ci = ch % Cg();
-    for (int64_t o = g * Og(); o < (g + 1) * Og(); ++o)
-      for (int64_t kh = 0; kh < c.KH; ++kh)
-        for (int64_t kw = 0; kw < c.KW; ++kw) {
-          int64_t th = ih + c.ph - kh * c.dh, tw = iw + c.pw - kw * c.dw;
-          if (th < 0 || tw < 0 || th % c.sh || tw % c.sw) continue;
-          int64_t oh = th / c.sh, ow = tw / c.sw;
-          if (oh >= c.OH() || ow >= c.OW()) continue;
-          s += double(goat(n, o, oh, ow)) * wat(o, ci, kh, kw);
-        }
-    return s;
-  }
-  double gw(int64_t o, int64_t ci, int64_t kh, int64_t kw) const {
-    double s = 0;
-    int64_t g = o / Og();
-    for (int64_t n = 0; n < c.N; ++n)
-      for (int64_t oh = 0; oh < c.OH(); ++oh)
-        for (int64_t ow = 0; ow < c.OW(); ++ow)
-          s += double(goat(n, o, oh, ow)) *
-               xat(n, g * Cg() + ci, oh * c.sh - c.ph + kh * c.dh, ow * c.sw - c.pw + kw * c.dw);
-    return s;
-  }
-  double gb(int64_t o) const {
-    double s = 0;
-    for (int64_t n = 0; n < c.N; ++n)
-      for (int64_t i = 0; i < c.OH() * c.OW(); ++i) s += go[(n * c.O + o) * c.OH() * c.OW() + i];
-    return s;
-  }
-};
 
 // Compares every element, or `samples` random ones, of a 4-D result.
 template <class F>

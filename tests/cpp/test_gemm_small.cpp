@@ -14,30 +14,11 @@
 #include "op_test_util.h"
 #include "ops/gemm_small.h"
 #include "ops/kernel_choice.h"
+#include "test_util.h"
 
 using namespace ts_test;
 
 namespace {
-
-// Sets an environment variable for one test and restores it after.
-class EnvVar {
- public:
-  EnvVar(const char* name, const std::string& value) : name_(name) {
-    if (const char* v = std::getenv(name)) old_ = v, had_ = true;
-    setenv(name, value.c_str(), 1);
-  }
-  ~EnvVar() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 // A temporary folder for the cache, removed after.
 struct TempDir {

@@ -27,4 +27,24 @@ inline std::string make_temp_dir(const std::string& prefix = "ts_test_") {
   return tmpl;
 }
 
+// Sets an environment variable for one test and restores it after.
+class EnvVar {
+ public:
+  EnvVar(const char* name, const std::string& value) : name_(name) {
+    if (const char* v = std::getenv(name)) old_ = v, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~EnvVar() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
 }  // namespace ts_test

@@ -98,13 +98,17 @@ def test_verify_at_every_isa_level(model, name, isa):
     assert lines and lines[-1] == "verify: ok", p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("name,isa", [("lstm", "avx2"), ("mnist", "avx512")])
-def test_verify_on_the_small_k_gemm(model, name, isa):
-    """Measurement picks SmallGemm only where it is faster (mostly on AVX2),
-    so on another machine its path would go untested: forced here, the
-    small-K products of the RNN and the CNN's classifier still verify
-    (one level each: the gtests check every level gives the same bits)."""
-    env = {"TRAINSTEP_ISA": isa, "TRAINSTEP_KERNELS": "small_k"}
+@pytest.mark.parametrize("name,isa,kernel", [("lstm", "avx2", "small_k"),
+                                             ("mnist", "avx512", "small_k"),
+                                             ("mnist", "avx2", "one_channel"),
+                                             ("resnet", "avx512", "one_channel")])
+def test_verify_on_each_measured_candidate(model, name, isa, kernel):
+    """Measurement keeps a candidate only where it is faster here, so on
+    another machine its path would go untested: forced here, SmallGemm (the
+    RNN's and the CNN's classifier's small-K products) and the one-channel
+    convolution weight gradient (the first layer of the CNNs) still verify.
+    One level each: the gtests check every level against a reference."""
+    env = {"TRAINSTEP_ISA": isa, "TRAINSTEP_KERNELS": kernel}
     p = run("verify", model(name), env=env, check=False)
     if "this CPU supports" in p.stderr:
         pytest.skip(p.stderr.strip())
