@@ -5,6 +5,8 @@
 # libgraphviz-dev: `inspect --graph` lays graphs out with it; chromium:
 # tests/python/test_svg.py and scripts/render_svgs.sh render the SVGs headless;
 # libopenmpi-dev, openmpi-bin: `train --distributed mpi` and its tests;
+# libopenblas0-openmp: eager torch's BLAS, and trainstep's OpenBLAS GEMM
+# candidate, loaded at run time;
 # ccache: repeated builds, CI's three among them, reuse earlier compiles.)
 #   scripts/install-deps.sh        build and test
 #   scripts/install-deps.sh fuzz   also clang-14 and libFuzzer (`make fuzz`)

@@ -8,8 +8,10 @@
 // "scalar" is the portable C++ path of each kernel, compiled for the build's
 // baseline architecture (CMake's TRAINSTEP_ARCH), without hand intrinsics.
 // TRAINSTEP_ISA also caps oneDNN's own dispatch (AVX2, or SSE4.1 for
-// scalar), as an AVX2 machine would have it; limit_cpu_isa() does not,
-// since oneDNN fixes its level once, at its first primitive.
+// scalar), and OpenBLAS's (OPENBLAS_CORETYPE=Haswell or Nehalem, unless
+// set), as an AVX2 machine would have it; limit_cpu_isa() does not, since
+// both fix their level once, oneDNN at its first primitive and OpenBLAS
+// when it loads.
 #pragma once
 #include <string>
 

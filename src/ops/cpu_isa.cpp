@@ -80,6 +80,10 @@ void apply_cpu_isa_env() {
   // fail and it keeps the level it started with, which is not an error here.
   if (isa != CpuIsa::Avx512)
     dnnl_set_max_cpu_isa(isa == CpuIsa::Avx2 ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41);
+  // OpenBLAS (ops/openblas.h) reads this when it loads, at the first GEMM
+  // that measures it; a value the user set wins.
+  if (isa != CpuIsa::Avx512)
+    setenv("OPENBLAS_CORETYPE", isa == CpuIsa::Avx2 ? "Haswell" : "Nehalem", 0);
 }
 
 const char* cpu_isa_name(CpuIsa isa) {

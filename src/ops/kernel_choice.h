@@ -1,5 +1,5 @@
 // Kernels chosen by measurement. Where one computation has several
-// implementations (a GEMM on oneDNN's matmul or on SmallGemm), the op's
+// implementations (a GEMM on oneDNN's matmul, OpenBLAS or SmallGemm), the op's
 // make() times each on scratch data of the node's shape and keeps the
 // fastest for this machine, ISA level and thread count.
 //

@@ -6,10 +6,12 @@
 // transpose is copied. float64 (oneDNN has no f64 matmul on the CPU) runs on
 // Gemm64 (gemm64.h), which reads transposed operands in place too. Both
 // operands (and addmm's self) must have the same dtype, as in torch.
-// A rank-2 float32 product with a small inner dimension also has SmallGemm
-// (gemm_small.h); which of the two runs is measured when the kernel is built
+// A rank-2 float32 product also has OpenBLAS (openblas.h, where the
+// library is there) and, with a small inner dimension, SmallGemm
+// (gemm_small.h); which runs is measured when the kernel is built
 // (kernel_choice.h), per shape, and cached.
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <utility>
 #include <string>
@@ -19,6 +21,7 @@
 #include "ops/gemm_small.h"
 #include "ops/kernel_choice.h"
 #include "ops/op.h"
+#include "ops/openblas.h"
 
 namespace ts {
 namespace {
@@ -202,44 +205,92 @@ class SmallGemmKernel : public Kernel {
   SmallGemm gemm_;
 };
 
+// The float32 rank-2 product on OpenBLAS's sgemm (openblas.h). Same
+// conventions as MatmulKernel.
+class OpenBlasKernel : public Kernel {
+ public:
+  OpenBlasKernel(const OpenBlasGemm& blas, const Shape& a, const Shape& c, int ia, int ib,
+                 const Shape* bias, float alpha, float beta, bool ta, bool tb)
+      : blas_(blas), ia_(ia), ib_(ib), m_(int(c[0])), n_(int(c[1])), k_(int(a[1])),
+        alpha_(alpha), beta_(bias ? beta : 0.f), ta_(ta), tb_(tb) {
+    if (bias) bias_shape_ = *bias;
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    float* c = out[0].as<float>();
+    if (beta_ != 0.f) fill_bias(bias_shape_, in[0].as<float>(), c, m_, n_);
+    blas_.run(ta_, tb_, m_, n_, k_, alpha_, in[ia_].as<float>(), in[ib_].as<float>(), beta_, c);
+  }
+
+ private:
+  const OpenBlasGemm& blas_;
+  int ia_, ib_, m_, n_, k_;
+  float alpha_, beta_;
+  bool ta_, tb_;
+  Shape bias_shape_;
+};
+
+// Whether OpenBLAS takes a (m, n, k) product: every size positive (it
+// rejects a leading dimension of 0, and prints) and within its int; and one
+// thread, since its threaded path allocates on every call (tests/python/
+// test_no_alloc.py), where oneDNN's and SmallGemm's allocate nothing.
+bool openblas_takes(int64_t m, int64_t n, int64_t k, int threads) {
+  const int64_t most = 1 << 30;
+  return threads == 1 && openblas() && m > 0 && n > 0 && k > 0 && m < most && n < most &&
+         k < most && m * k < most && k * n < most && m * n < most;
+}
+
 // The kernel for the node's dtype (input ia's; verify checked both agree).
-// float32 rank 2 with a small K: oneDNN or SmallGemm, whichever measures
-// faster here.
+// A float32 rank-2 product has several: oneDNN, SmallGemm where K (or M) is
+// small, OpenBLAS where the library is there (one thread); whichever
+// measures fastest here runs it.
 std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Shape& b,
                                     const Shape& c, int ia, int ib, const Shape* bias,
                                     double alpha, double beta, bool ta = false, bool tb = false) {
   if (k.node.input(ia).dtype == DType::F64)
     return std::make_unique<Gemm64Kernel>(a, b, c, ia, ib, bias, alpha, beta, ta, tb, k.threads);
-  auto make_dnnl = [&] {
+  using Make = std::function<std::unique_ptr<Kernel>()>;
+  struct Candidate {
+    Candidate(const char* n, Make m) : name(n), make(std::move(m)) {}
+    const char* name;
+    Make make;
+    std::unique_ptr<Kernel> built;  // made on its first timed call
+  };
+  std::vector<Candidate> cands;
+  cands.emplace_back("onednn", [&]() -> std::unique_ptr<Kernel> {
     return std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta, tb);
-  };
-  if (c.size() != 2 || !SmallGemm::suits(c[0], c[1], a[1])) return make_dnnl();
-  auto make_small = [&] {
-    return std::make_unique<SmallGemmKernel>(a, c, ia, ib, bias, float(alpha), float(beta), ta, tb,
-                                             k.threads);
-  };
-  // Candidates and scratch data are made on the first timed call: a cached
-  // or forced pick builds only the kernel it keeps.
-  std::unique_ptr<Kernel> dnnl, small;
+  });
+  if (c.size() == 2 && SmallGemm::suits(c[0], c[1], a[1]))
+    cands.emplace_back("small_k", [&]() -> std::unique_ptr<Kernel> {
+      return std::make_unique<SmallGemmKernel>(a, c, ia, ib, bias, float(alpha), float(beta), ta,
+                                               tb, k.threads);
+    });
+  if (c.size() == 2 && openblas_takes(c[0], c[1], a[1], k.threads))
+    cands.emplace_back("openblas", [&]() -> std::unique_ptr<Kernel> {
+      return std::make_unique<OpenBlasKernel>(*openblas(), a, c, ia, ib, bias, float(alpha),
+                                              float(beta), ta, tb);
+    });
+  if (cands.size() == 1) return cands[0].make();
+  // Scratch data is made on the first timed call: a cached or forced pick
+  // builds only the kernel it keeps.
   std::unique_ptr<KernelScratch> s;
-  auto timed = [&](std::unique_ptr<Kernel>& kern, auto make) {
-    if (!kern) kern = make();
-    if (!s) s = std::make_unique<KernelScratch>(k.node, std::vector<TensorType>{{DType::F32, c}});
-    kern->run(s->in.data(), s->out.data());
-  };
+  const std::vector<TensorType> out_types = {{DType::F32, c}};
+  std::vector<KernelCandidate> timed;
+  for (auto& cand : cands)
+    timed.push_back({cand.name, [&] {
+                       if (!cand.built) cand.built = cand.make();
+                       if (!s) s = std::make_unique<KernelScratch>(k.node, out_types);
+                       cand.built->run(s->in.data(), s->out.data());
+                     }});
   std::string key = "gemm m=" + std::to_string(c[0]) + " n=" + std::to_string(c[1]) +
                     " k=" + std::to_string(a[1]) + (ta ? " a^T" : "") + (tb ? " b^T" : "");
   if (bias && beta != 0) key += " +beta*C";
   if (alpha != 1) key += " *alpha";
-  KernelChoice choice = choose_kernel(key, k.threads,
-                                      {{"onednn", [&] { timed(dnnl, make_dnnl); }},
-                                       {"small_k", [&] { timed(small, make_small); }}});
-  std::unique_ptr<Kernel> pick;
-  if (choice.names[choice.pick] == "small_k")
-    pick = small ? std::move(small) : make_small();
-  else
-    pick = dnnl ? std::move(dnnl) : make_dnnl();
-  return std::make_unique<ChosenKernel>(std::move(pick), std::move(choice));
+  KernelChoice choice = choose_kernel(key, k.threads, timed);
+  Candidate& pick = cands.at(choice.pick);
+  std::unique_ptr<Kernel> kern = pick.built ? std::move(pick.built) : pick.make();
+  return std::make_unique<ChosenKernel>(std::move(kern), std::move(choice));
 }
 
 // Turns oneDNN's construction errors into errors that name the node.

@@ -37,6 +37,7 @@ class OpHarness {
   }
 
   const std::vector<ts::TensorType>& out_types() const { return out_types_; }
+  const ts::Kernel& kernel() const { return *kernel_; }
 
   // Allocates outputs (skip_outputs[j] -> data == nullptr) and runs once.
   std::vector<ts::HostTensor> run(const std::vector<const ts::HostTensor*>& inputs,

@@ -1,5 +1,6 @@
 // SmallGemm against a double-precision product at every ISA level, the
-// matmul ops on each forced candidate, and the kernel-choice cache.
+// matmul ops on each forced candidate (oneDNN, SmallGemm, OpenBLAS), and the
+// kernel-choice cache.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "op_test_util.h"
 #include "ops/gemm_small.h"
 #include "ops/kernel_choice.h"
+#include "ops/openblas.h"
 #include "test_util.h"
 
 using namespace ts_test;
@@ -83,24 +85,40 @@ TEST(SmallGemm, MatchesDoubleProductAtEveryLevelWithTheSameBits) {
     }
 }
 
-// The matmul ops give torch's product whichever candidate runs.
+// The matmul ops give the product whichever candidate runs, at one thread
+// (OpenBLAS is offered only there), with every transposition; the kernel
+// built is the forced one.
 TEST(SmallGemm, MatmulOpsOnEachForcedKernel) {
-  for (const char* kernel : {"onednn", "small_k"}) {
+  ASSERT_NE(ts::openblas(), nullptr) << "libopenblas.so.0 is missing (make deps installs it)";
+  for (const char* kernel : {"onednn", "small_k", "openblas"}) {
     EnvVar force("TRAINSTEP_KERNELS", kernel);
     SCOPED_TRACE(kernel);
     std::mt19937 rng(7);
     const int64_t M = 37, N = 29, K = 32;
-    // trainstep.matmul a^T @ b (the LSTM's weight gradients).
-    ts::HostTensor at = random_f32({K, M}, rng), b = random_f32({K, N}, rng);
-    auto c = run_op("trainstep.matmul", {{"trans_a", true}, {"trans_b", false}}, {&at, &b});
-    std::vector<float> av(f32(at), f32(at) + K * M), bv(f32(b), f32(b) + K * N);
-    EXPECT_TRUE(all_close(c[0], reference(av, bv, {}, M, N, K, true, false, 1, 0)));
+    auto run1 = [&](const char* op, const json& attrs,
+                    const std::vector<const ts::HostTensor*>& in) {
+      OpHarness h(op, attrs, in, 1);
+      const ts::KernelChoice* c = h.kernel().choice();
+      EXPECT_TRUE(c && c->names[c->pick] == kernel) << op;
+      return std::move(h.run(in)[0]);
+    };
+    // trainstep.matmul with each operand stored transposed or not (the
+    // LSTM's weight gradients are a^T @ b).
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      ts::HostTensor a = random_f32(ta ? ts::Shape{K, M} : ts::Shape{M, K}, rng);
+      ts::HostTensor b = random_f32(tb ? ts::Shape{N, K} : ts::Shape{K, N}, rng);
+      auto c = run1("trainstep.matmul", {{"trans_a", ta}, {"trans_b", tb}}, {&a, &b});
+      std::vector<float> av(f32(a), f32(a) + K * M), bv(f32(b), f32(b) + K * N);
+      EXPECT_TRUE(all_close(c, reference(av, bv, {}, M, N, K, ta, tb, 1, 0))) << ta << tb;
+    }
     // addmm with a row bias, alpha and beta.
-    ts::HostTensor a = random_f32({M, K}, rng), bias = random_f32({N}, rng);
-    auto d = run_op("aten.addmm.default", {{"alpha", 2.0}, {"beta", 0.5}}, {&bias, &a, &b});
-    std::vector<float> a2(f32(a), f32(a) + M * K), c0(M * N);
+    ts::HostTensor a = random_f32({M, K}, rng), b = random_f32({K, N}, rng);
+    ts::HostTensor bias = random_f32({N}, rng);
+    auto d = run1("aten.addmm.default", {{"alpha", 2.0}, {"beta", 0.5}}, {&bias, &a, &b});
+    std::vector<float> a2(f32(a), f32(a) + M * K), bv(f32(b), f32(b) + K * N), c0(M * N);
     for (int64_t i = 0; i < M * N; ++i) c0[i] = f32(bias)[i % N];
-    EXPECT_TRUE(all_close(d[0], reference(a2, bv, c0, M, N, K, false, false, 2.f, 0.5f)));
+    EXPECT_TRUE(all_close(d, reference(a2, bv, c0, M, N, K, false, false, 2.f, 0.5f)));
   }
 }
 

@@ -100,14 +100,16 @@ def test_verify_at_every_isa_level(model, name, isa):
 
 @pytest.mark.parametrize("name,isa,kernel", [("lstm", "avx2", "small_k"),
                                              ("mnist", "avx512", "small_k"),
+                                             ("transformer", "avx2", "openblas"),
                                              ("mnist", "avx2", "one_channel"),
                                              ("resnet", "avx512", "one_channel")])
 def test_verify_on_each_measured_candidate(model, name, isa, kernel):
     """Measurement keeps a candidate only where it is faster here, so on
     another machine its path would go untested: forced here, SmallGemm (the
-    RNN's and the CNN's classifier's small-K products) and the one-channel
-    convolution weight gradient (the first layer of the CNNs) still verify.
-    One level each: the gtests check every level against a reference."""
+    RNN's and the CNN's classifier's small-K products), OpenBLAS (every
+    product; verify runs one thread) and the one-channel convolution weight
+    gradient (the first layer of the CNNs) still verify. One level each: the
+    gtests check the kernels against references."""
     env = {"TRAINSTEP_ISA": isa, "TRAINSTEP_KERNELS": kernel}
     p = run("verify", model(name), env=env, check=False)
     if "this CPU supports" in p.stderr:

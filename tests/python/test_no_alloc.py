@@ -31,13 +31,13 @@ pytestmark = pytest.mark.skipif(not os.path.exists(COUNTER),
                                 reason="build/liballoc_counter.so not built")
 
 
-def _count(art, steps, flags, tmp_path, warmup=3):
+def _count(art, steps, flags, tmp_path, warmup=3, env=None):
     """Allocation counts of a bench run: {"own": n, "libdnnl": n, "libgomp": n}.
     Kernel picks (src/ops/kernel_choice.h) are measured once, uncounted, so
     every counted run compiles the same way: from the cache."""
     out = tmp_path / f"allocs_{steps}{''.join(flags)}.txt"
     base = dict(os.environ, TRAINSTEP_PYTHON=sys.executable,
-                TRAINSTEP_CACHE=str(tmp_path / "kernel-cache"))
+                TRAINSTEP_CACHE=str(tmp_path / "kernel-cache"), **(env or {}))
     p = subprocess.run([BIN, "bench", art, "--steps", "1", "--warmup", "0", *flags],
                        capture_output=True, text=True, env=base, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -115,6 +115,18 @@ def test_sequence_models_do_not_allocate(model, request, tmp_path):
         a, b = (_count(art, n, flags, tmp_path, warmup=2) for n in (5, 10))
         extra = {k: b[k] - a[k] for k in a}
         assert extra["own"] == 0 and extra["libgomp"] == 0, (flags, extra)
+
+
+def test_openblas_products_do_not_allocate(char_transformer, tmp_path):
+    """OpenBLAS is a GEMM candidate at one thread only (threaded, it
+    allocates on every call): forced, the transformer's products on it
+    allocate nothing per step. The library is dlopen'ed after the counter
+    looks, so its allocations would count as the step's own."""
+    env = {"TRAINSTEP_KERNELS": "openblas"}
+    a, b = (_count(char_transformer, n, ["--threads", "1"], tmp_path, warmup=2, env=env)
+            for n in (5, 10))
+    extra = {k: b[k] - a[k] for k in a}
+    assert extra["own"] == 0 and extra["libgomp"] == 0, extra
 
 
 def test_float64_model_does_not_allocate(artifacts, tmp_path):
