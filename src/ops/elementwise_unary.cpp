@@ -361,8 +361,13 @@ void register_elementwise_unary_ops(OpRegistry& r) {
               "min(max(self, min), max) with attr min and/or max (null: no bound); NaN "
               "propagates, min > max gives max; dtype by promotion with the bounds as scalars",
               &clamp_infer, &clamp_make, false, &clamp_tile, true});
-  r.add(OpDef{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
-              &clone_infer, &clone_make, false, &clone_tile, true, true});
+  OpDef clone{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
+              &clone_infer, &clone_make, false, &clone_tile, true, true};
+  // The same elements in the same order.
+  clone.strided_view = [](const NodeCtx&, const StridedView& in, const Shape&) {
+    return std::optional<StridedView>(in);
+  };
+  r.add(std::move(clone));
   OpDef to_copy{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
                 &to_copy_infer, &clone_make, false, &to_copy_tile, true, true};
   to_copy.algebra.value_cast = true;

@@ -127,4 +127,20 @@ void OpRegistry::add(OpDef def) {
   ops_.push_back(std::move(def));
 }
 
+StridedView contiguous_view(const Shape& s) {
+  StridedView v{s, std::vector<int64_t>(s.size(), 1), 0};
+  for (size_t j = s.size(); j-- > 1;) v.stride[j - 1] = v.stride[j] * s[j];
+  return v;
+}
+
+bool is_contiguous(const StridedView& v) {
+  int64_t want = 1;
+  for (size_t j = v.size.size(); j-- > 0;) {
+    if (v.size[j] == 1) continue;  // any stride: never stepped
+    if (v.stride[j] != want) return false;
+    want *= v.size[j];
+  }
+  return true;
+}
+
 }  // namespace ts

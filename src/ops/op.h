@@ -130,6 +130,18 @@ struct LayoutCaps {
 
 enum class CommRole { None, Start, Wait };
 
+// A tensor as a strided view of some buffer: element i sits at
+// offset + sum(i_j * stride_j) of it.
+struct StridedView {
+  Shape size;
+  std::vector<int64_t> stride;
+  int64_t offset = 0;
+};
+// Shape s laid out contiguously, from offset 0.
+StridedView contiguous_view(const Shape& s);
+// Whether v is laid out as a contiguous tensor of its size (from any offset).
+bool is_contiguous(const StridedView& v);
+
 // Algebraic facts the simplify pass rewrites by; each rule keeps the type.
 struct Algebra {
   // Input 0 reshaped to a shape its attrs alone give (view, reshape): it may
@@ -222,6 +234,14 @@ struct OpDef {
   // The op a node of role Conv, ConvBackward, MaxPool or MaxPoolBackward
   // becomes in its relu fusion (for MaxPoolBackward: the where masking it).
   const char* relu_fused = nullptr;
+  // Output 0 is input 0's elements read as a strided view (transpose,
+  // expand, as_strided, clone; the aliasing reshapes too): given input 0 as
+  // a view of some buffer, output 0 (shape `out`) as a view of the same
+  // buffer, or nullopt where strides cannot express it (a reshape of a
+  // transposed view). The compose_views pass makes a chain of such copies
+  // one as_strided.
+  std::optional<StridedView> (*strided_view)(const NodeCtx& node, const StridedView& in,
+                                             const Shape& out) = nullptr;
 };
 
 class OpRegistry {

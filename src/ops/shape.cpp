@@ -595,39 +595,109 @@ std::unique_ptr<Kernel> split_make(const KernelCtx& kc) {
   return k;
 }
 
+// ---- strided views (OpDef::strided_view, the compose_views pass) ----
+
+// A reshape of a view, as torch's view() strides it: each run of input dims
+// that is contiguous in the buffer may be split or merged; nothing else.
+std::optional<StridedView> reshape_view(const NodeCtx&, const StridedView& in, const Shape& out) {
+  StridedView v{out, std::vector<int64_t>(out.size(), 1), in.offset};
+  if (in.size.empty() || shape_numel(in.size) == 0) {
+    v.stride = contiguous_view(out).stride;  // at most one element is read
+    return v;
+  }
+  int64_t view_d = static_cast<int64_t>(out.size()) - 1;
+  int64_t base = in.stride.back(), in_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(in.size.size()) - 1; d >= 0; --d) {
+    in_numel *= in.size[d];
+    // The end of a run of dims contiguous with each other.
+    if (d == 0 || (in.size[d - 1] != 1 && in.stride[d - 1] != in_numel * base)) {
+      while (view_d >= 0 && (view_numel < in_numel || out[view_d] == 1)) {
+        v.stride[view_d] = view_numel * base;
+        view_numel *= out[view_d];
+        --view_d;
+      }
+      if (view_numel != in_numel) return std::nullopt;
+      if (d > 0) {
+        base = in.stride[d - 1];
+        in_numel = view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return v;
+}
+
+std::optional<StridedView> permute_view(const NodeCtx& ctx, const StridedView& in, const Shape&) {
+  StridedView v{{}, {}, in.offset};
+  for (int64_t d : perm_dims(ctx)) {
+    v.size.push_back(in.size[d]);
+    v.stride.push_back(in.stride[d]);
+  }
+  return v;
+}
+
+std::optional<StridedView> expand_view(const NodeCtx&, const StridedView& in, const Shape& out) {
+  StridedView v{out, std::vector<int64_t>(out.size(), 0), in.offset};
+  const size_t lead = out.size() - in.size.size();
+  for (size_t i = 0; i < in.size.size(); ++i)
+    v.stride[lead + i] = in.size[i] == 1 && out[lead + i] != 1 ? 0 : in.stride[i];
+  return v;
+}
+
+// as_strided addresses its input's buffer, which is the view's only when
+// the view is contiguous.
+std::optional<StridedView> as_strided_view(const NodeCtx& ctx, const StridedView& in,
+                                           const Shape&) {
+  if (!is_contiguous(in)) return std::nullopt;
+  StridedArgs a = strided_args(ctx);
+  return StridedView{a.size, a.stride, in.offset + a.offset};
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
   const std::string al = "; aliases input 0 (no kernel: make returns nullptr); any dtype";
+  // Every aliasing reshape views its input the way torch's view() does.
+  auto alias = [&](OpDef d) {
+    d.strided_view = &reshape_view;
+    r.add(std::move(d));
+  };
   OpDef view{"aten.view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true};
   view.algebra.reshape_like = true;
-  r.add(std::move(view));
+  alias(std::move(view));
   OpDef unsafe_view{"aten._unsafe_view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true};
   unsafe_view.algebra.reshape_like = true;
-  r.add(std::move(unsafe_view));
+  alias(std::move(unsafe_view));
   OpDef reshape{"aten.reshape.default", "self with shape attr shape (one -1 inferred)" + al, &view_infer, &alias_make, true};
   reshape.algebra.reshape_like = true;
-  r.add(std::move(reshape));
-  r.add(OpDef{"aten.unsqueeze.default", "self with a size-1 dim inserted at attr dim" + al, &unsqueeze_infer, &alias_make, true});
-  r.add(OpDef{"aten.squeeze.dim", "self without dim attr dim if its size is 1" + al, &squeeze_dim_infer, &alias_make, true});
-  r.add(OpDef{"aten.squeeze.dims", "self without the dims of attr dim whose size is 1" + al, &squeeze_dims_infer, &alias_make, true});
-  r.add(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
+  alias(std::move(reshape));
+  alias(OpDef{"aten.unsqueeze.default", "self with a size-1 dim inserted at attr dim" + al, &unsqueeze_infer, &alias_make, true});
+  alias(OpDef{"aten.squeeze.dim", "self without dim attr dim if its size is 1" + al, &squeeze_dim_infer, &alias_make, true});
+  alias(OpDef{"aten.squeeze.dims", "self without the dims of attr dim whose size is 1" + al, &squeeze_dims_infer, &alias_make, true});
+  alias(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
   OpDef t{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
   t.algebra.involution = true;
   t.fuse_role = FuseRole::Transpose;
+  t.strided_view = &permute_view;
   r.add(std::move(t));
   OpDef transpose{"aten.transpose.int", "self with dims dim0 and dim1 swapped (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
   transpose.fuse_role = FuseRole::SwapDims;
+  transpose.strided_view = &permute_view;
   r.add(std::move(transpose));
   OpDef permute{"aten.permute.default", "self with dims reordered by attr dims (copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
   permute.fuse_role = FuseRole::Permute;
+  permute.strided_view = &permute_view;
   r.add(std::move(permute));
-  r.add(OpDef{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, -1, true});
+  OpDef expand{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, -1, true};
+  expand.strided_view = &expand_view;
+  r.add(std::move(expand));
   r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.slice_scatter.default", "self with self[start:end:step] along attr dim replaced by src (same dtype, the slice's shape); any dtype", &slice_scatter_infer, &slice_scatter_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.as_strided.default", "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, -1, true});
+  OpDef as_strided{"aten.as_strided.default", "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, -1, true};
+  as_strided.strided_view = &as_strided_view;
+  r.add(std::move(as_strided));
   r.add(OpDef{"aten.stack.default", "inputs (one shape) stacked along a new attr dim; dtypes promoted", &stack_infer, &stack_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.unbind.int", "the slices self[i] along attr dim, one output each (copies); any dtype", &split_infer<Cut::Unbind>, &split_make<Cut::Unbind>, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.unsafe_split.Tensor", "self cut along attr dim into pieces of split_size (the last shorter), one output each (copies); any dtype", &split_infer<Cut::BySize>, &split_make<Cut::BySize>, false, nullptr, false, -1, true});

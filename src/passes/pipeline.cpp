@@ -3,6 +3,7 @@
 #include "ir/rewrite.h"
 #include "ops/layout.h"
 #include "passes/cleanup.h"
+#include "passes/compose_views.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_conv_relu.h"
 #include "passes/fuse_elementwise.h"
@@ -61,6 +62,9 @@ void optimize(Function& f, const CompileOptions& o, Device d) {
     if (d == Device::Cpu) {
       // Not yet measured with cuBLAS, so the CUDA steps keep their sums.
       merge_summed_products(f);
+      // After fold_transpose, which reads a transpose feeding a product in
+      // place; the CUDA as_strided has not run these (stride-0) gathers.
+      compose_views(f);
       fuse_conv_relu(f);
       fuse_relu_backward(f);
     }

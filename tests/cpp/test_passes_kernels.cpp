@@ -1,4 +1,4 @@
-// fold_transpose, merge_summed_products and fuse_conv_relu on small
+// fold_transpose, merge_summed_products, compose_views and fuse_conv_relu on small
 // hand-built functions: the rewritten IR (as node_str lines) and, run
 // through the executor, the same outputs as the original function.
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 
 #include "ir/rewrite.h"
 #include "op_test_util.h"
+#include "passes/compose_views.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_conv_relu.h"
 #include "passes/merge_products.h"
@@ -382,4 +383,37 @@ TEST(MergeSummedProducts, ScaledOrBroadcastSumsStay) {
   auto same = dump(f);
   ts::merge_summed_products(f);
   EXPECT_EQ(dump(f), same);
+}
+
+// A transformer's head split and merge as traced: the copies of each chain
+// become one as_strided of the chain's first input; a copy another node
+// also reads stays (as a gather from the root), and an expand to the same
+// shape goes.
+TEST(ComposeViews, ChainsOfCopiesBecomeOneGather) {
+  Builder b;
+  int qkv = b.input("qkv", F({2, 8, 24}));
+  int q = b.node("as_strided", "aten.as_strided.default", {qkv}, F({2, 8, 8}),
+                 {{"size", {2, 8, 8}}, {"stride", {192, 24, 1}}, {"storage_offset", 8}});
+  int v = b.node("view", "aten.view.default", {q}, F({2, 8, 2, 4}), {{"size", {2, 8, 2, 4}}});
+  int t = b.node("transpose", "aten.transpose.int", {v}, F({2, 2, 8, 4}), {{"dim0", 1}, {"dim1", 2}});
+  int e = b.node("expand", "aten.expand.default", {t}, F({2, 2, 8, 4}), {{"size", {2, 2, 8, 4}}});
+  int c = b.node("clone", "aten.clone.default", {e}, F({2, 2, 8, 4}));
+  int n = b.node("neg", "aten.neg.default", {t}, F({2, 2, 8, 4}));  // the transpose's other reader
+  int m = b.node("transpose_1", "aten.transpose.int", {c}, F({2, 8, 2, 4}), {{"dim0", 1}, {"dim1", 2}});
+  int mc = b.node("clone_1", "aten.clone.default", {m}, F({2, 8, 2, 4}));
+  int same = b.node("expand_1", "aten.expand.default", {qkv}, F({2, 8, 24}), {{"size", {2, 8, 24}}});
+  int n1 = b.node("neg_1", "aten.neg.default", {same}, F({2, 8, 24}));
+  b.output(mc);
+  b.output(n);
+  b.output(n1);
+  Function before = b.done(), f = before;
+  ts::compose_views(f);
+  std::vector<std::string> want = {
+      R"(%transpose = aten.as_strided.default(%qkv, {"size":[2,2,8,4],"storage_offset":8,"stride":[192,4,24,1]}))",
+      "%neg = aten.neg.default(%transpose)",
+      R"(%clone_1 = aten.as_strided.default(%qkv, {"size":[2,8,2,4],"storage_offset":8,"stride":[192,24,4,1]}))",
+      "%neg_1 = aten.neg.default(%qkv)",
+  };
+  EXPECT_EQ(dump(f), want);
+  expect_same_outputs(before, f, 3);
 }

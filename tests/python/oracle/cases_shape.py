@@ -1,7 +1,8 @@
 """Oracle cases: shape ops (src/ops/shape.cpp): the aliasing reshapes
 (view, _unsafe_view, reshape, squeeze, unsqueeze) and the copying ones (t,
-transpose, permute, expand, cat, slice, select), over every dtype."""
-from .harness import In, neg_case, op_case, viewed
+transpose, permute, expand, cat, slice, select), over every dtype; and
+chains of them, which the compose_views pass makes one as_strided."""
+from .harness import Case, In, Node, Program, neg_case, op_case, viewed
 
 F, D, I, I32, U8, B = "float32", "float64", "int64", "int32", "uint8", "bool"
 DTYPES = (F, I, B, D, U8)
@@ -193,6 +194,47 @@ def _seq_negatives():
     ]
 
 
+def _chain(op, x, nodes, expect=("aten.as_strided.default",)):
+    """nodes applied in turn to x (each reads the one before): with every
+    pass on, compose_views makes the copies among them one as_strided.
+    (torch's clone keeps a permuted tensor's strides, so the chains reshape
+    where our graphs, all contiguous, view.)"""
+    return Case(op, Program({"x": x}, [Node(o, ["x" if k == 0 else f"n{k - 1}"], a)
+                                       for k, (o, a) in enumerate(nodes)]),
+                expect_ops={"opt": list(expect)})
+
+
+def _view_chains():
+    AS, V, T, E, C = ("aten.as_strided.default", "aten.view.default", "aten.transpose.int",
+                      "aten.expand.default", "aten.clone.default")
+    P, R = "aten.permute.default", "aten.reshape.default"
+    return [
+        # A transformer's head split: q of a fused qkv, heads to dim 1.
+        _chain(AS, In((2, 8, 24)), [(AS, {"size": [2, 8, 8], "stride": [192, 24, 1],
+                                          "storage_offset": 8}),
+                                    (V, {"size": [2, 8, 2, 4]}), (T, {"dim0": 1, "dim1": 2}),
+                                    (E, {"size": [2, 2, 8, 4]}), (C, {}), (R, {"shape": [4, 8, 4]})]),
+        # ... and k transposed twice, int64.
+        _chain(T, In((2, 8, 24), I), [(AS, {"size": [2, 8, 8], "stride": [192, 24, 1],
+                                            "storage_offset": 16}),
+                                      (V, {"size": [2, 8, 2, 4]}), (T, {"dim0": 1, "dim1": 2}),
+                                      (T, {"dim0": -2, "dim1": -1}), (C, {})]),
+        # The heads merged back: transpose, clone, view.
+        _chain(T, In((2, 2, 8, 4)), [(T, {"dim0": 1, "dim1": 2}), (C, {}), (R, {"shape": [2, 8, 8]})]),
+        # A broadcast dim (stride 0) under a permute, then copies of it.
+        _chain(E, In((3, 1, 5)), [(P, {"dims": [2, 0, 1]}), (E, {"size": [5, 3, 4]}), (C, {}),
+                                  (T, {"dim0": 0, "dim1": 2})]),
+        # A reshape strides cannot express (merging transposed dims): the
+        # chain starts again after it; bool.
+        _chain(R, In((4, 6), B), [("aten.t.default", {}), (R, {"shape": [3, 8]}),
+                                  ("aten.t.default", {}), (E, {"size": [2, 8, 3]}), (C, {})],
+               expect=("aten.t.default",)),
+        # An expand to the same shape and a clone: the input itself.
+        _chain(E, In((3, 4)), [(E, {"size": [3, 4]}), (C, {}), ("aten.neg.default", {})],
+               expect=("aten.neg.default",)),
+    ]
+
+
 def cases():
     return (_reshapes() + _transposes() + _cat() + _slices() + _negatives() + _seq_ops()
-            + _seq_negatives())
+            + _seq_negatives() + _view_chains())
