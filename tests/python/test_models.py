@@ -107,15 +107,20 @@ def test_verify_on_each_measured_candidate(model, name, isa, kernel):
     """Measurement keeps a candidate only where it is faster here, so on
     another machine its path would go untested: forced here, SmallGemm (the
     RNN's and the CNN's classifier's small-K products), OpenBLAS (every
-    product; verify runs one thread) and the one-channel convolution weight
+    product, at one thread) and the one-channel convolution weight
     gradient (the first layer of the CNNs) still verify. One level each: the
     gtests check the kernels against references."""
     env = {"TRAINSTEP_ISA": isa, "TRAINSTEP_KERNELS": kernel}
-    p = run("verify", model(name), env=env, check=False)
+    # One thread: OpenBLAS is a candidate only there.
+    p = run("verify", model(name), "--threads", "1", env=env, check=False)
     if "this CPU supports" in p.stderr:
         pytest.skip(p.stderr.strip())
     lines = p.stdout.strip().splitlines()
     assert lines and lines[-1] == "verify: ok", p.stdout + p.stderr
+    # ... and the forced kernel is the one that ran.
+    prof = run("bench", model(name), "--threads", "1", "--steps", "1", "--warmup", "0",
+               "--profile", env=env).stdout
+    assert f"{kernel} (forced by TRAINSTEP_KERNELS)" in prof, prof
 
 
 @pytest.mark.parametrize("name", list(MODELS))
