@@ -286,8 +286,12 @@ def test_interrupted_export_exits_128_plus_signal(tmp_path, sig, code, message):
     spec, marker = tmp_path / "slow.py", tmp_path / "started"
     spec.write_text(INTERRUPTIBLE)
     env = dict(os.environ, TRAINSTEP_PYTHON=sys.executable, TS_TEST_MARKER=str(marker))
+    # A shell's background job (`make test &`) starts with SIGINT ignored,
+    # and an ignored signal stays ignored in every child: reset it, as an
+    # interactive shell would have it.
     p = subprocess.Popen([BIN, "export", str(spec), "--out", str(tmp_path / "x.tstep")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not marker.exists() and p.poll() is None and time.time() < deadline:
         time.sleep(0.05)
