@@ -22,6 +22,12 @@ const OpenBlasGemm* openblas() {
     // and buffers live as long as it does).
     void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (!h) return nullptr;
+    // Only a sequential (0) or OpenMP (2) build: they run on the caller's
+    // OpenMP thread count. A pthreads build (1) keeps a pool of its own,
+    // sized by the machine, that a one-thread step could not hold to.
+    using Parallel = int (*)();
+    auto parallel = reinterpret_cast<Parallel>(dlsym(h, "openblas_get_parallel"));
+    if (!parallel || (parallel() != 0 && parallel() != 2)) return nullptr;
     static OpenBlasGemm g;
     g.sgemm = reinterpret_cast<decltype(g.sgemm)>(dlsym(h, "cblas_sgemm"));
     return g.sgemm ? &g : nullptr;

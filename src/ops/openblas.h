@@ -2,8 +2,8 @@
 // (kernel_choice.h, name "openblas"). It is loaded at run time
 // (libopenblas.so.0, which Debian's libopenblas0-* packages and most
 // distributions provide; `make deps` installs the OpenMP build), so neither
-// the library nor an exported package links it: without it the candidate
-// is simply not offered. It is offered to one-thread steps only: threaded,
+// the library nor an exported package links it: without it, or with a
+// pthreads build (its own thread pool), the candidate is simply not offered. It is offered to one-thread steps only: threaded,
 // OpenBLAS allocates on every call, and the step path allocates nothing.
 //
 // OpenBLAS picks its kernels by CPU when it loads. Under TRAINSTEP_ISA=avx2
