@@ -737,32 +737,27 @@ class SplitBwdKernel : public Kernel {
 // (and bias) gradient is timed; the input gradient is oneDNN's either way.
 std::unique_ptr<Kernel> choose_wgrad(const KernelCtx& k, const ConvGeom& g, const ConvLayouts& l,
                                      const std::vector<bool>& m, bool relu) {
-  auto make_dnnl = [&] { return std::make_unique<ConvBwdKernel>(g, l, false, true, m[2], false); };
-  auto make_mine = [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); };
-  std::unique_ptr<Kernel> dnnl, mine;
-  std::unique_ptr<KernelScratch> s;
-  auto timed = [&](std::unique_ptr<Kernel>& kern, auto make) {
-    if (!kern) kern = make();
-    if (!s) s = std::make_unique<KernelScratch>(k.node, k.outputs);
-    kern->run(s->in.data(), s->out.data());
-  };
+  const std::vector<LazyCandidate> cands = {
+      {"onednn", [&]() -> std::unique_ptr<Kernel> {
+         return std::make_unique<ConvBwdKernel>(g, l, false, true, m[2], false);
+       }},
+      {"one_channel", [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }}};
   const std::string key = "conv_wgrad n=" + std::to_string(g.N) + " c=1 o=" +
                           std::to_string(g.O) + " hw=" + dims_str(g.H, g.W) + " k=" +
                           dims_str(g.KH, g.KW) + " s=" + dims_str(g.sh, g.sw) +
                           " p=" + dims_str(g.ph, g.pw) + " d=" + dims_str(g.dh, g.dw) +
                           " dy=" + layout_name(l.dst) + (m[2] ? " +bias" : "");
-  KernelChoice choice = choose_kernel(key, k.threads,
-                                      {{"onednn", [&] { timed(dnnl, make_dnnl); }},
-                                       {"one_channel", [&] { timed(mine, make_mine); }}});
+  LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
   std::unique_ptr<Kernel> pick;
-  if (choice.names[choice.pick] == "one_channel") {
+  if (r.choice.names[r.choice.pick] == "one_channel") {
     std::unique_ptr<Kernel> data;
     if (m[0]) data = std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
-    pick = std::make_unique<SplitBwdKernel>(mine ? std::move(mine) : make_mine(), std::move(data));
-  } else {
+    pick = std::make_unique<SplitBwdKernel>(r.built ? std::move(r.built) : cands[1].make(),
+                                            std::move(data));
+  } else {  // the whole backward in one oneDNN kernel, not the timed weight part
     pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
   }
-  return std::make_unique<ChosenKernel>(std::move(pick), std::move(choice));
+  return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
 }
 
 template <bool RELU>

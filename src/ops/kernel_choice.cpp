@@ -198,16 +198,6 @@ Entry measure(const std::vector<KernelCandidate>& c) {
 
 }  // namespace
 
-KernelScratch::KernelScratch(const NodeCtx& n, const std::vector<TensorType>& outs) {
-  bufs.reserve(n.num_inputs() + outs.size());
-  auto add = [&](const TensorType& t, std::vector<Tensor>& to) {
-    bufs.emplace_back(std::max<size_t>(t.nbytes(), 64));
-    to.push_back({t.dtype, t.shape, bufs.back().data()});
-  };
-  for (int i = 0; i < n.num_inputs(); ++i) add(n.input(i), in);
-  for (const auto& t : outs) add(t, out);
-}
-
 std::string KernelChoice::describe() const {
   std::string s = names.at(pick);
   if (from == From::Forced) return s + " (forced by " + kEnv + ")";
@@ -270,6 +260,31 @@ KernelChoice choose_kernel(const std::string& key, int threads,
   out.us = e.us;
   out.pick = e.pick;
   return out;
+}
+
+LazyChoice choose_kernel_lazily(const std::string& key, const KernelCtx& k,
+                                const std::vector<TensorType>& outs,
+                                const std::vector<LazyCandidate>& candidates) {
+  std::vector<std::unique_ptr<Kernel>> built(candidates.size());
+  std::vector<Buffer> bufs;  // the scratch tensors' memory, made at the first timed call
+  std::vector<Tensor> in, out;
+  std::vector<KernelCandidate> timed;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    timed.push_back({candidates[i].name, [&, i] {
+                       if (!built[i]) built[i] = candidates[i].make();
+                       if (bufs.empty()) {
+                         auto add = [&](const TensorType& t, std::vector<Tensor>& to) {
+                           bufs.emplace_back(std::max<size_t>(t.nbytes(), 64));
+                           to.push_back({t.dtype, t.shape, bufs.back().data()});
+                         };
+                         for (int j = 0; j < k.node.num_inputs(); ++j) add(k.node.input(j), in);
+                         for (const auto& t : outs) add(t, out);
+                       }
+                       built[i]->run(in.data(), out.data());
+                     }});
+  LazyChoice r{choose_kernel(key, k.threads, timed), nullptr};
+  r.built = std::move(built[r.choice.pick]);
+  return r;
 }
 
 }  // namespace ts

@@ -49,14 +49,22 @@ std::string kernel_choice_cache_path();
 // Forgets the in-process picks (tests: the next choose reads the file).
 void forget_kernel_choices();
 
-// A node's inputs and the given outputs on zeroed buffers of their types:
-// what candidates run on while they are timed (never the step's data; the
-// arithmetic takes the same time whatever the values).
-struct KernelScratch {
-  std::vector<Buffer> bufs;
-  std::vector<Tensor> in, out;
-  KernelScratch(const NodeCtx& n, const std::vector<TensorType>& outs);
+// choose_kernel over kernels built on demand: each candidate's kernel is
+// made at its first timed call and run on zeroed scratch tensors of the
+// node's input types and `outs` (never the step's data; the arithmetic
+// takes the same time whatever the values), so a cached or forced pick
+// builds nothing. `built` is the pick's kernel if measuring made it.
+struct LazyCandidate {
+  std::string name;
+  std::function<std::unique_ptr<Kernel>()> make;
 };
+struct LazyChoice {
+  KernelChoice choice;
+  std::unique_ptr<Kernel> built;
+};
+LazyChoice choose_kernel_lazily(const std::string& key, const KernelCtx& k,
+                                const std::vector<TensorType>& outs,
+                                const std::vector<LazyCandidate>& candidates);
 
 // A kernel picked by choose_kernel, reporting its choice (bench --profile).
 class ChosenKernel : public Kernel {

@@ -11,7 +11,6 @@
 // (gemm_small.h); which runs is measured when the kernel is built
 // (kernel_choice.h), per shape, and cached.
 #include <algorithm>
-#include <functional>
 #include <cstring>
 #include <utility>
 #include <string>
@@ -152,145 +151,70 @@ class MatmulKernel : public Kernel {
   DnnlStep step_;
 };
 
-// The float64 product on Gemm64. Same conventions as MatmulKernel; a, b, c
-// are the logical shapes, rank 2 or batched rank 3.
-class Gemm64Kernel : public Kernel {
+// The product on one of our row-major GEMM engines (Gemm64 for float64,
+// SmallGemm and OpenBlasGemm for float32), which take alpha and beta: addmm's
+// self is written to the output first. Same conventions as MatmulKernel.
+template <class T, class Gemm>
+class EngineKernel : public Kernel {
  public:
-  Gemm64Kernel(const Shape& a, const Shape& b, const Shape& c, int ia, int ib, const Shape* bias,
-               double alpha, double beta, bool ta, bool tb, int threads)
-      : ia_(ia), ib_(ib), alpha_(alpha), beta_(bias ? beta : 0.0),
-        gemm_(c.size() == 3 ? c[0] : 1, a[a.size() - 2], c[c.size() - 1], a[a.size() - 1], ta,
-              tb, threads) {
-    rows_ = c[c.size() - 2];
-    cols_ = c[c.size() - 1];
+  template <class... Args>
+  EngineKernel(const Shape& c, int ia, int ib, const Shape* bias, double alpha, double beta,
+               Args&&... gemm_args)
+      : ia_(ia), ib_(ib), alpha_(T(alpha)), beta_(bias ? T(beta) : T(0)),
+        rows_(c[c.size() - 2]), cols_(c[c.size() - 1]), gemm_(std::forward<Args>(gemm_args)...) {
     if (bias) bias_shape_ = *bias;
   }
 
   void run(const Tensor* in, Tensor* out) override {
     if (!out[0].data) return;
-    double* c = out[0].as<double>();
-    if (beta_ != 0.0) fill_bias(bias_shape_, in[0].as<double>(), c, rows_, cols_);
-    gemm_.run(in[ia_].as<double>(), in[ib_].as<double>(), c, alpha_, beta_);
+    T* c = out[0].as<T>();
+    if (beta_ != T(0)) fill_bias(bias_shape_, in[0].as<T>(), c, rows_, cols_);
+    gemm_.run(in[ia_].as<T>(), in[ib_].as<T>(), c, alpha_, beta_);
   }
 
  private:
   int ia_, ib_;
-  double alpha_, beta_;
+  T alpha_, beta_;
+  int64_t rows_, cols_;
   Shape bias_shape_;
-  int64_t rows_ = 0, cols_ = 0;
-  Gemm64 gemm_;
+  Gemm gemm_;
 };
-
-// The float32 rank-2 product on SmallGemm. Same conventions as MatmulKernel.
-class SmallGemmKernel : public Kernel {
- public:
-  SmallGemmKernel(const Shape& a, const Shape& c, int ia, int ib, const Shape* bias, float alpha,
-                  float beta, bool ta, bool tb, int threads)
-      : ia_(ia), ib_(ib), alpha_(alpha), beta_(bias ? beta : 0.f),
-        gemm_(c[0], c[1], a[1], ta, tb, threads) {
-    if (bias) bias_shape_ = *bias;
-  }
-
-  void run(const Tensor* in, Tensor* out) override {
-    if (!out[0].data) return;
-    float* c = out[0].as<float>();
-    if (beta_ != 0.f) fill_bias(bias_shape_, in[0].as<float>(), c, gemm_.m(), gemm_.n());
-    gemm_.run(in[ia_].as<float>(), in[ib_].as<float>(), c, alpha_, beta_);
-  }
-
- private:
-  int ia_, ib_;
-  float alpha_, beta_;
-  Shape bias_shape_;
-  SmallGemm gemm_;
-};
-
-// The float32 rank-2 product on OpenBLAS's sgemm (openblas.h). Same
-// conventions as MatmulKernel.
-class OpenBlasKernel : public Kernel {
- public:
-  OpenBlasKernel(const OpenBlasGemm& blas, const Shape& a, const Shape& c, int ia, int ib,
-                 const Shape* bias, float alpha, float beta, bool ta, bool tb)
-      : blas_(blas), ia_(ia), ib_(ib), m_(int(c[0])), n_(int(c[1])), k_(int(a[1])),
-        alpha_(alpha), beta_(bias ? beta : 0.f), ta_(ta), tb_(tb) {
-    if (bias) bias_shape_ = *bias;
-  }
-
-  void run(const Tensor* in, Tensor* out) override {
-    if (!out[0].data) return;
-    float* c = out[0].as<float>();
-    if (beta_ != 0.f) fill_bias(bias_shape_, in[0].as<float>(), c, m_, n_);
-    blas_.run(ta_, tb_, m_, n_, k_, alpha_, in[ia_].as<float>(), in[ib_].as<float>(), beta_, c);
-  }
-
- private:
-  const OpenBlasGemm& blas_;
-  int ia_, ib_, m_, n_, k_;
-  float alpha_, beta_;
-  bool ta_, tb_;
-  Shape bias_shape_;
-};
-
-// Whether OpenBLAS takes a (m, n, k) product: every size positive (it
-// rejects a leading dimension of 0, and prints) and within its int; and one
-// thread, since its threaded path allocates on every call (tests/python/
-// test_no_alloc.py), where oneDNN's and SmallGemm's allocate nothing.
-bool openblas_takes(int64_t m, int64_t n, int64_t k, int threads) {
-  const int64_t most = 1 << 30;
-  return threads == 1 && openblas() && m > 0 && n > 0 && k > 0 && m < most && n < most &&
-         k < most && m * k < most && k * n < most && m * n < most;
-}
 
 // The kernel for the node's dtype (input ia's; verify checked both agree).
 // A float32 rank-2 product has several: oneDNN, SmallGemm where K (or M) is
-// small, OpenBLAS where the library is there (one thread); whichever
-// measures fastest here runs it.
+// small, OpenBLAS where the library is there and the step runs one thread
+// (threaded, it allocates on every call: tests/python/test_no_alloc.py);
+// whichever measures fastest here runs it.
 std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Shape& b,
                                     const Shape& c, int ia, int ib, const Shape* bias,
                                     double alpha, double beta, bool ta = false, bool tb = false) {
   if (k.node.input(ia).dtype == DType::F64)
-    return std::make_unique<Gemm64Kernel>(a, b, c, ia, ib, bias, alpha, beta, ta, tb, k.threads);
-  using Make = std::function<std::unique_ptr<Kernel>()>;
-  struct Candidate {
-    Candidate(const char* n, Make m) : name(n), make(std::move(m)) {}
-    const char* name;
-    Make make;
-    std::unique_ptr<Kernel> built;  // made on its first timed call
-  };
-  std::vector<Candidate> cands;
-  cands.emplace_back("onednn", [&]() -> std::unique_ptr<Kernel> {
-    return std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta, tb);
-  });
+    return std::make_unique<EngineKernel<double, Gemm64>>(
+        c, ia, ib, bias, alpha, beta, c.size() == 3 ? c[0] : 1, a[a.size() - 2], c[c.size() - 1],
+        a[a.size() - 1], ta, tb, k.threads);
+  std::vector<LazyCandidate> cands;
+  cands.push_back({"onednn", [&]() -> std::unique_ptr<Kernel> {
+                     return std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha),
+                                                           float(beta), ta, tb);
+                   }});
   if (c.size() == 2 && SmallGemm::suits(c[0], c[1], a[1]))
-    cands.emplace_back("small_k", [&]() -> std::unique_ptr<Kernel> {
-      return std::make_unique<SmallGemmKernel>(a, c, ia, ib, bias, float(alpha), float(beta), ta,
-                                               tb, k.threads);
-    });
-  if (c.size() == 2 && openblas_takes(c[0], c[1], a[1], k.threads))
-    cands.emplace_back("openblas", [&]() -> std::unique_ptr<Kernel> {
-      return std::make_unique<OpenBlasKernel>(*openblas(), a, c, ia, ib, bias, float(alpha),
-                                              float(beta), ta, tb);
-    });
-  if (cands.size() == 1) return cands[0].make();
-  // Scratch data is made on the first timed call: a cached or forced pick
-  // builds only the kernel it keeps.
-  std::unique_ptr<KernelScratch> s;
-  const std::vector<TensorType> out_types = {{DType::F32, c}};
-  std::vector<KernelCandidate> timed;
-  for (auto& cand : cands)
-    timed.push_back({cand.name, [&] {
-                       if (!cand.built) cand.built = cand.make();
-                       if (!s) s = std::make_unique<KernelScratch>(k.node, out_types);
-                       cand.built->run(s->in.data(), s->out.data());
+    cands.push_back({"small_k", [&]() -> std::unique_ptr<Kernel> {
+                       return std::make_unique<EngineKernel<float, SmallGemm>>(
+                           c, ia, ib, bias, alpha, beta, c[0], c[1], a[1], ta, tb, k.threads);
                      }});
+  if (c.size() == 2 && k.threads == 1 && OpenBlasGemm::suits(c[0], c[1], a[1]))
+    cands.push_back({"openblas", [&]() -> std::unique_ptr<Kernel> {
+                       return std::make_unique<EngineKernel<float, OpenBlasGemm>>(
+                           c, ia, ib, bias, alpha, beta, c[0], c[1], a[1], ta, tb);
+                     }});
+  if (cands.size() == 1) return cands[0].make();
   std::string key = "gemm m=" + std::to_string(c[0]) + " n=" + std::to_string(c[1]) +
                     " k=" + std::to_string(a[1]) + (ta ? " a^T" : "") + (tb ? " b^T" : "");
   if (bias && beta != 0) key += " +beta*C";
   if (alpha != 1) key += " *alpha";
-  KernelChoice choice = choose_kernel(key, k.threads, timed);
-  Candidate& pick = cands.at(choice.pick);
-  std::unique_ptr<Kernel> kern = pick.built ? std::move(pick.built) : pick.make();
-  return std::make_unique<ChosenKernel>(std::move(kern), std::move(choice));
+  LazyChoice r = choose_kernel_lazily(key, k, {{DType::F32, c}}, cands);
+  std::unique_ptr<Kernel> kern = r.built ? std::move(r.built) : cands[r.choice.pick].make();
+  return std::make_unique<ChosenKernel>(std::move(kern), std::move(r.choice));
 }
 
 // Turns oneDNN's construction errors into errors that name the node.

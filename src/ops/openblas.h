@@ -10,20 +10,24 @@
 // (or scalar) apply_cpu_isa_env() sets OPENBLAS_CORETYPE=Haswell (Nehalem)
 // unless it is set already, as an AVX2-only (older) CPU would have it.
 #pragma once
+#include <cstdint>
 
 namespace ts {
 
-// cblas_sgemm, row-major: C = alpha * op(A) @ op(B) + beta * C, with
-// op(X) = X^T where the flag is set; lda/ldb/ldc are row strides as stored.
-struct OpenBlasGemm {
-  void (*sgemm)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                int ldc) = nullptr;
-  void run(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b,
-           float beta, float* c) const;
-};
+// One (m, n, k) product on cblas_sgemm, row-major: C = alpha * op(A) @
+// op(B) + beta * C, A stored (m, k) or (k, m) when trans_a, B (k, n) or
+// (n, k) when trans_b; the same interface as SmallGemm (gemm_small.h).
+class OpenBlasGemm {
+ public:
+  // Whether the library is there (see above) and takes these sizes: every
+  // one positive (it rejects a leading dimension of 0, and prints) and
+  // within its int.
+  static bool suits(int64_t m, int64_t n, int64_t k);
+  OpenBlasGemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b);
+  void run(const float* a, const float* b, float* c, float alpha, float beta) const;
 
-// The library's sgemm, or null when libopenblas.so.0 cannot be loaded.
-const OpenBlasGemm* openblas();
+ private:
+  int m_, n_, k_, trans_a_, trans_b_, lda_, ldb_;
+};
 
 }  // namespace ts
