@@ -20,6 +20,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/bn_sums.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -208,21 +209,9 @@ class BnBlockedKernel : public Kernel {
         for (int64_t c = 0; c < g.C; ++c) m_[c] = mean_of(in, c);
       parallel_for(pairs, par, [&](int64_t p) {
         const int64_t n = p / CB, cb = p % CB;
-        const float* xp = x + p * S * B;
-        const float* dp = dy ? dy + p * S * B : nullptr;
-        double s1[B] = {}, s2[B] = {}, sh[B];
-        for (int l = 0; l < B; ++l) sh[l] = m_[cb * B + l];
-        for (int64_t s = 0; s < S; ++s)
-          for (int l = 0; l < B; ++l) {
-            const double d = double(xp[s * B + l]) - sh[l];
-            if (dp) {
-              s1[l] += dp[s * B + l];
-              s2[l] += d * dp[s * B + l];
-            } else {
-              s1[l] += d;
-              s2[l] += d * d;
-            }
-          }
+        double s1[B], s2[B];
+        bn_block_sums(B, x + p * S * B, dy ? dy + p * S * B : nullptr, m_.data() + cb * B, S, s1,
+                      s2);
         double* q = part + (n * g.C + cb * B) * 2;
         for (int l = 0; l < B; ++l) q[2 * l] = s1[l], q[2 * l + 1] = s2[l];
       });

@@ -448,10 +448,11 @@ struct MaskedFillKernel : Kernel {
         const T* pa = a + off[0];
         const uint8_t* pm = m + off[1];
         T* po = o + oo;
+        const T val = v;  // a local: the captured one would be re-read after every store
         if (st[0] && st[1]) {
-          for (int64_t i = 0; i < len; ++i) po[i] = pm[i] ? v : pa[i];
+          for (int64_t i = 0; i < len; ++i) po[i] = pm[i] ? val : pa[i];
         } else {
-          for (int64_t i = 0; i < len; ++i) po[i] = pm[i * st[1]] ? v : pa[i * st[0]];
+          for (int64_t i = 0; i < len; ++i) po[i] = pm[i * st[1]] ? val : pa[i * st[0]];
         }
       });
     });

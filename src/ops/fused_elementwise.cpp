@@ -210,8 +210,9 @@ struct FusedKernel : Kernel {
             case InFloat: P[s] = in[s].as<float>() + off; break;
             case InBool: {
               float* r = reg0 + sl.reg * kTile;
-              const bool* b = in[s].as<bool>() + off;
-              for (int64_t i = 0; i < len; ++i) r[i] = b[i] ? 1.0f : 0.0f;
+              // Read as bytes: GCC leaves a loop over bool loads scalar.
+              const uint8_t* b = static_cast<const uint8_t*>(in[s].data) + off;
+              for (int64_t i = 0; i < len; ++i) r[i] = b[i] != 0 ? 1.0f : 0.0f;
               P[s] = r;
               break;
             }
@@ -231,7 +232,7 @@ struct FusedKernel : Kernel {
           if (!out[o].data || direct[o]) continue;
           const float* r = P[outs[o].slot];
           if (outs[o].is_bool) {
-            bool* b = out[o].as<bool>() + off;
+            uint8_t* b = static_cast<uint8_t*>(out[o].data) + off;
             for (int64_t i = 0; i < len; ++i) b[i] = r[i] != 0.0f;
           } else {
             std::memcpy(out[o].as<float>() + off, r, static_cast<size_t>(len) * sizeof(float));

@@ -63,11 +63,11 @@ struct FwdKernel : Kernel {
           // NaN, as the scalar scan gives), exp through the vector math, and
           // the sum in double over vector lanes.
           float mv = -std::numeric_limits<float>::infinity();
-          bool nan = false;
-#pragma omp simd reduction(max : mv) reduction(|| : nan)
+          int nan = 0;  // an int `|`: GCC leaves a bool `||` reduction scalar
+#pragma omp simd reduction(max : mv) reduction(| : nan)
           for (int64_t r = 0; r < R; ++r) {
             mv = std::max(mv, xs[r]);
-            nan = nan || xs[r] != xs[r];
+            nan |= xs[r] != xs[r];
           }
           const float m = nan ? std::numeric_limits<float>::quiet_NaN() : mv;
           for (int64_t r = 0; r < R; ++r) ys[r] = xs[r] - m;
@@ -144,6 +144,7 @@ struct BwdKernel : Kernel {
       T* ds = dx + base;
       double s = 0;
       if (Log) {
+#pragma omp simd reduction(+ : s)
         for (int64_t r = 0; r < R; ++r) s += gs[r * I];
         const T st = static_cast<T>(s);
         if constexpr (std::is_same_v<T, float>) {
@@ -155,6 +156,7 @@ struct BwdKernel : Kernel {
         }
         for (int64_t r = 0; r < R; ++r) ds[r * I] = gs[r * I] - std::exp(ys[r * I]) * st;
       } else {
+#pragma omp simd reduction(+ : s)
         for (int64_t r = 0; r < R; ++r) s += static_cast<double>(gs[r * I]) * ys[r * I];
         const T st = static_cast<T>(s);
         for (int64_t r = 0; r < R; ++r) ds[r * I] = ys[r * I] * (gs[r * I] - st);

@@ -258,49 +258,57 @@ TEST(PlanLayouts, BlockedBatchNormBlockComputesWhatThePlainOneDoes) {
 }
 
 // Batch norm's blocked kernels against the plain ones, forward and
-// backward, training and eval, with and without weight and bias.
+// backward, training and eval, with and without weight and bias, at each
+// ISA level (their sums have a loop per level, bn_sums.h).
 TEST(BatchNormBlocked, MatchesThePlainKernels) {
-  std::mt19937 rng(17);
-  for (int64_t B : {8, 16})
-    for (bool train : {true, false})
-      for (bool affine : {true, false}) {
-        SCOPED_TRACE("block " + std::to_string(B) + (train ? " train" : " eval") + (affine ? " affine" : ""));
-        HostTensor x = random_f32({3, 2 * B, 5, 4}, rng, 2.f, 5.f);  // |mean| > std
-        HostTensor w = random_f32({2 * B}, rng, 0.5f, 1.5f), b = random_f32({2 * B}, rng);
-        HostTensor rm = random_f32({2 * B}, rng), rv = random_f32({2 * B}, rng, 0.5f, 2.f);
-        HostTensor dy = random_f32(x.view.shape, rng);
-        const char* name = B == 16 ? "nChw16c" : "nChw8c";
-        json fa = {{"eps", 1e-5}, {"momentum", 0.1}, {"training", train}};
-        std::vector<const HostTensor*> fin = {&x, affine ? &w : nullptr, affine ? &b : nullptr,
-                                              train ? nullptr : &rm, train ? nullptr : &rv};
-        auto want = run_op("aten.native_batch_norm.default", fa, fin);
-        HostTensor xb = to_blocked(x, B);
-        fin[0] = &xb;
-        json fb = fa;
-        fb["in_layouts"] = {name};
-        fb["out_layouts"] = {name};
-        auto got = run_op("aten.native_batch_norm.default", fb, fin);
-        expect_close(got[0], to_blocked(want[0], B), 1e-6, 1e-6);
-        if (train) {
-          expect_close(got[1], want[1], 1e-6, 1e-6);
-          expect_close(got[2], want[2], 1e-6, 1e-6);
+  isatest::for_each_isa([](ts::CpuIsa) {
+    std::mt19937 rng(17);
+    for (int64_t B : {8, 16})
+      for (bool train : {true, false})
+        for (bool affine : {true, false}) {
+          SCOPED_TRACE("block " + std::to_string(B) + (train ? " train" : " eval") +
+                       (affine ? " affine" : ""));
+          HostTensor x = random_f32({3, 2 * B, 5, 4}, rng, 2.f, 5.f);  // |mean| > std
+          HostTensor w = random_f32({2 * B}, rng, 0.5f, 1.5f), b = random_f32({2 * B}, rng);
+          HostTensor rm = random_f32({2 * B}, rng), rv = random_f32({2 * B}, rng, 0.5f, 2.f);
+          HostTensor dy = random_f32(x.view.shape, rng);
+          const char* name = B == 16 ? "nChw16c" : "nChw8c";
+          json fa = {{"eps", 1e-5}, {"momentum", 0.1}, {"training", train}};
+          std::vector<const HostTensor*> fin = {&x, affine ? &w : nullptr, affine ? &b : nullptr,
+                                                train ? nullptr : &rm, train ? nullptr : &rv};
+          auto want = run_op("aten.native_batch_norm.default", fa, fin);
+          HostTensor xb = to_blocked(x, B);
+          fin[0] = &xb;
+          json fb = fa;
+          fb["in_layouts"] = {name};
+          fb["out_layouts"] = {name};
+          auto got = run_op("aten.native_batch_norm.default", fb, fin);
+          expect_close(got[0], to_blocked(want[0], B), 1e-6, 1e-6);
+          if (train) {
+            expect_close(got[1], want[1], 1e-6, 1e-6);
+            expect_close(got[2], want[2], 1e-6, 1e-6);
+          }
+          json ba = {{"eps", 1e-5}, {"output_mask", {true, true, true}}, {"train", train}};
+          std::vector<const HostTensor*> bin = {&dy,
+                                                &x,
+                                                affine ? &w : nullptr,
+                                                train ? nullptr : &rm,
+                                                train ? nullptr : &rv,
+                                                train ? &want[1] : nullptr,
+                                                train ? &want[2] : nullptr};
+          auto gwant = run_op("aten.native_batch_norm_backward.default", ba, bin);
+          HostTensor dyb = to_blocked(dy, B);
+          bin[0] = &dyb;
+          bin[1] = &xb;
+          json bb = ba;
+          bb["in_layouts"] = {name, name};
+          bb["out_layouts"] = {name};
+          auto ggot = run_op("aten.native_batch_norm_backward.default", bb, bin);
+          expect_close(ggot[0], to_blocked(gwant[0], B), 1e-5, 1e-6);
+          expect_close(ggot[1], gwant[1], 1e-5, 1e-6);
+          expect_close(ggot[2], gwant[2], 1e-5, 1e-6);
         }
-        json ba = {{"eps", 1e-5}, {"output_mask", {true, true, true}}, {"train", train}};
-        std::vector<const HostTensor*> bin = {&dy, &x, affine ? &w : nullptr, train ? nullptr : &rm,
-                                              train ? nullptr : &rv, train ? &want[1] : nullptr,
-                                              train ? &want[2] : nullptr};
-        auto gwant = run_op("aten.native_batch_norm_backward.default", ba, bin);
-        HostTensor dyb = to_blocked(dy, B);
-        bin[0] = &dyb;
-        bin[1] = &xb;
-        json bb = ba;
-        bb["in_layouts"] = {name, name};
-        bb["out_layouts"] = {name};
-        auto ggot = run_op("aten.native_batch_norm_backward.default", bb, bin);
-        expect_close(ggot[0], to_blocked(gwant[0], B), 1e-5, 1e-6);
-        expect_close(ggot[1], gwant[1], 1e-5, 1e-6);
-        expect_close(ggot[2], gwant[2], 1e-5, 1e-6);
-      }
+  });
 }
 
 // The code pooling pair on a blocked input against the plain kernels: 2x2

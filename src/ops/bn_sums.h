@@ -1,0 +1,18 @@
+// Batch norm's per-lane sums over one (sample, channel block) of
+// channel-blocked data: S rows of B lanes, one lane per channel. The blocked
+// kernels' first pass (batch_norm.cpp) spends most of its time here, and a
+// compiler leaves the per-lane double sums scalar, so each ISA level has its
+// own loop. Every level adds each lane's rows in row order, in double.
+#pragma once
+#include <cstdint>
+
+namespace ts {
+
+// Per lane l < B, with d = x - shift[l]:
+//   dy null (forward): s1 = sum(d),  s2 = sum(d * d);
+//   else (backward):   s1 = sum(dy), s2 = sum(d * dy).
+// B is 8 or 16; the level is cpu_isa()'s at the call.
+void bn_block_sums(int B, const float* x, const float* dy, const double* shift, int64_t S,
+                   double* s1, double* s2);
+
+}  // namespace ts
