@@ -59,17 +59,14 @@ struct FwdKernel : Kernel {
       double sum = 0;
       if constexpr (std::is_same_v<T, float>) {
         if (I == 1) {
-          // A contiguous line, vectorised: the max (NaN if any element is
-          // NaN, as the scalar scan gives), exp through the vector math, and
-          // the sum in double over vector lanes.
+          // A contiguous line, vectorised: the max, exp through the vector
+          // math, and the sum in double over vector lanes. A NaN element
+          // needs no test of its own: it makes the sum NaN, so every output
+          // is NaN, as the scalar scan's NaN max gives.
           float mv = -std::numeric_limits<float>::infinity();
-          int nan = 0;  // an int `|`: GCC leaves a bool `||` reduction scalar
-#pragma omp simd reduction(max : mv) reduction(| : nan)
-          for (int64_t r = 0; r < R; ++r) {
-            mv = std::max(mv, xs[r]);
-            nan |= xs[r] != xs[r];
-          }
-          const float m = nan ? std::numeric_limits<float>::quiet_NaN() : mv;
+#pragma omp simd reduction(max : mv)
+          for (int64_t r = 0; r < R; ++r) mv = xs[r] > mv ? xs[r] : mv;
+          const float m = mv;
           for (int64_t r = 0; r < R; ++r) ys[r] = xs[r] - m;
           vexp(ys, ys, R);
 #pragma omp simd reduction(+ : sum)
