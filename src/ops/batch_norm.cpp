@@ -20,7 +20,7 @@
 #include <cmath>
 #include <string>
 
-#include "ops/bn_sums.h"
+#include "ops/block_sums.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -210,8 +210,8 @@ class BnBlockedKernel : public Kernel {
       parallel_for(pairs, par, [&](int64_t p) {
         const int64_t n = p / CB, cb = p % CB;
         double s1[B], s2[B];
-        bn_block_sums(B, x + p * S * B, dy ? dy + p * S * B : nullptr, m_.data() + cb * B, S, s1,
-                      s2);
+        block_lane_sums(B, x + p * S * B, dy ? dy + p * S * B : nullptr, m_.data() + cb * B, S,
+                        s1, s2);
         double* q = part + (n * g.C + cb * B) * 2;
         for (int l = 0; l < B; ++l) q[2 * l] = s1[l], q[2 * l + 1] = s2[l];
       });

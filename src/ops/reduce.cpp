@@ -12,7 +12,9 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/block_sums.h"
 #include "ops/broadcast.h"
+#include "ops/layout.h"
 
 namespace ts {
 
@@ -300,6 +302,66 @@ std::unique_ptr<Kernel> red_make(const KernelCtx& kc) {
   return k;
 }
 
+// ---- mean.dim over a channel-blocked input ----
+// The spatial mean of a rank-4 activation (global average pooling) reads it
+// in oneDNN's channel-blocked layout when plan_layouts chose that layout for
+// the convolutions before it, so their outputs need no reorder to plain.
+
+// dim names the last two dims of a rank-4 tensor, in any order or sign.
+bool spatial_dims(const json& attrs) {
+  auto it = attrs.find("dim");
+  if (it == attrs.end() || !it->is_array() || it->size() != 2) return false;
+  bool seen[4] = {};
+  for (const json& d : *it) {
+    if (!d.is_number_integer()) return false;
+    int64_t v = d.get<int64_t>();
+    if (v < 0) v += 4;
+    if (v != 2 && v != 3) return false;
+    seen[v] = true;
+  }
+  return seen[2] && seen[3];
+}
+
+std::vector<TensorType> mean_dim_infer(const NodeCtx& ctx) {
+  std::vector<TensorType> out = red_infer<Red::Mean>(ctx);
+  check_layout_ports(ctx, {0}, {});
+  if (port_layout(ctx, false, 0, ctx.input(0)) != Layout::Plain &&
+      (!spatial_dims(ctx.attrs()) || out[0].dtype != DType::F32))
+    ctx.fail("a channel-blocked input needs dim [2, 3] (a spatial mean) and a float32 result");
+  return out;
+}
+
+// Per (sample, channel block): each lane's S = H * W values summed in
+// double in order, as the plain kernel's channel sums, then divided by S.
+struct BlockedMeanKernel : Kernel {
+  int64_t pairs = 0, S = 0;
+  int B = 8;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    static constexpr double kNoShift[16] = {};
+    const float* x = in[0].as<float>();
+    float* y = out[0].as<float>();  // [N, C(, 1, 1)]: sample n, channel cb * B + l at p * B + l
+    const int64_t s = S;
+    const int b = B;
+    parallel_for(pairs, pairs * s * b > kParallelMin, [&](int64_t p) {
+      double s1[16], s2[16];
+      block_lane_sums(b, x + p * s * b, nullptr, kNoShift, s, s1, s2);
+      for (int l = 0; l < b; ++l) y[p * b + l] = static_cast<float>(s1[l] / static_cast<double>(s));
+    });
+  }
+};
+
+std::unique_ptr<Kernel> mean_dim_make(const KernelCtx& kc) {
+  const TensorType& t = kc.node.input(0);
+  const int64_t block = layout_block(port_layout(kc.node, false, 0, t));
+  if (block == 1) return red_make<Red::Mean>(kc);
+  auto k = std::make_unique<BlockedMeanKernel>();
+  k->B = static_cast<int>(block);
+  k->pairs = t.shape[0] * (t.shape[1] / block);
+  k->S = t.shape[2] * t.shape[3];
+  return k;
+}
+
 // ---- argmax ----
 std::vector<TensorType> argmax_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
@@ -374,8 +436,12 @@ void register_reduce_ops(OpRegistry& r) {
               &red_infer<Red::Sum>, &red_make<Red::Sum>, false});
   r.add(OpDef{"aten.mean.default", "mean of all elements (attr dtype); float32/float64 only",
               &red_infer<Red::Mean>, &red_make<Red::Mean>, false});
-  r.add(OpDef{"aten.mean.dim", "mean over attr dim (null/empty = all), keepdim, dtype; float32/float64 only",
-              &red_infer<Red::Mean>, &red_make<Red::Mean>, false});
+  OpDef mean_dim{"aten.mean.dim",
+                 "mean over attr dim (null/empty = all), keepdim, dtype; float32/float64 only; over dim "
+                 "[2, 3] the input may be channel-blocked (plan_layouts)",
+                 &mean_dim_infer, &mean_dim_make, false};
+  mean_dim.layouts = LayoutCaps{{in_port(0)}, {}, &spatial_dims};
+  r.add(std::move(mean_dim));
   r.add(OpDef{"aten.amax.default", "max over attr dim (empty = all), keepdim; NaN propagates; any dtype",
               &red_infer<Red::Max>, &red_make<Red::Max>, false});
   r.add(OpDef{"aten.amin.default", "min over attr dim (empty = all), keepdim; NaN propagates; any dtype",

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "ops/broadcast.h"
+#include "ops/layout.h"
 
 namespace ts {
 
@@ -234,8 +235,34 @@ std::vector<TensorType> expand_infer(const NodeCtx& ctx) {
     else if (d == 1 && size[i] >= 0) out[i] = size[i];
     else ctx.fail("cannot expand " + ctx.input(0).str() + " to size " + shape_str(size));
   }
-  return {{ctx.input(0).dtype, out}};
+  TensorType t{ctx.input(0).dtype, out};
+  check_layout_ports(ctx, {}, {0});
+  port_layout(ctx, true, 0, t);
+  return {t};
 }
+
+// A channel-blocked output (plan_layouts): a spatial mean's gradient, [N, C,
+// 1, 1] to [N, C, H, W], read by blocked pointwise work. Element (n, c, h,
+// w) sits at ((n * C/B + c/B) * H * W + h * W + w) * B + c % B.
+struct ExpandBlockedKernel : Kernel {
+  int64_t N = 0, C = 0, H = 0, W = 0, B = 8;
+  int64_t st[4] = {};  // the input's stride for each output dim (0: broadcast)
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const float* x = in[0].as<float>();
+    float* y = out[0].as<float>();
+    const int64_t CB = C / B, hw = H * W, b = B, w_ = W;
+    const int64_t s0 = st[0], s1 = st[1], s2 = st[2], s3 = st[3];
+    parallel_for(N * CB, N * C * hw > kParallelMin, [&](int64_t p) {
+      const int64_t n = p / CB, c0 = (p % CB) * b;
+      float* yp = y + p * hw * b;
+      for (int64_t i = 0; i < hw; ++i) {
+        const float* xi = x + n * s0 + (i / w_) * s2 + (i % w_) * s3;
+        for (int64_t l = 0; l < b; ++l) yp[i * b + l] = xi[(c0 + l) * s1];
+      }
+    });
+  }
+};
 
 std::unique_ptr<Kernel> expand_make(const KernelCtx& kc) {
   const Shape& in = kc.node.input(0).shape;
@@ -244,7 +271,12 @@ std::unique_ptr<Kernel> expand_make(const KernelCtx& kc) {
   std::vector<int64_t> st(out.size(), 0);
   const size_t lead = out.size() - in.size();
   for (size_t i = 0; i < in.size(); ++i) st[lead + i] = in[i] == 1 ? 0 : cs[i];
-  return strided_copy(kc.node, out, st);
+  const int64_t block = layout_block(port_layout(kc.node, true, 0, kc.outputs[0]));
+  if (block == 1) return strided_copy(kc.node, out, st);
+  auto k = std::make_unique<ExpandBlockedKernel>();
+  k->N = out[0], k->C = out[1], k->H = out[2], k->W = out[3], k->B = block;
+  std::copy(st.begin(), st.end(), k->st);
+  return k;
 }
 
 // ---- as_strided: out[idx] = flat(self)[storage_offset + sum idx[j] * stride[j]] ----
@@ -688,7 +720,8 @@ void register_shape_ops(OpRegistry& r) {
   permute.fuse_role = FuseRole::Permute;
   permute.strided_view = &permute_view;
   r.add(std::move(permute));
-  OpDef expand{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype", &expand_infer, &expand_make, false, nullptr, false, -1, true};
+  OpDef expand{"aten.expand.default", "self broadcast to attr size (-1 keeps a dim; copy); any dtype; a float32 rank-4 result may be channel-blocked (plan_layouts)", &expand_infer, &expand_make, false, nullptr, false, -1, true};
+  expand.layouts = LayoutCaps{{out_port(0)}, {}, nullptr};
   expand.strided_view = &expand_view;
   r.add(std::move(expand));
   r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, -1, true});

@@ -259,7 +259,7 @@ TEST(PlanLayouts, BlockedBatchNormBlockComputesWhatThePlainOneDoes) {
 
 // Batch norm's blocked kernels against the plain ones, forward and
 // backward, training and eval, with and without weight and bias, at each
-// ISA level (their sums have a loop per level, bn_sums.h).
+// ISA level (their sums have a loop per level, block_sums.h).
 TEST(BatchNormBlocked, MatchesThePlainKernels) {
   isatest::for_each_isa([](ts::CpuIsa) {
     std::mt19937 rng(17);
@@ -359,6 +359,76 @@ TEST(MaxPoolCodeBlocked, MatchesThePlainKernels) {
   });
 }
 
+// A network's tail as its trace gives it: conv+relu, then global average
+// pooling (mean over the spatial dims), and in the backward the mean's
+// gradient expanded back, masked by the relu and fed to the convolution's
+// backward. The mean reads the blocked activation and the expand writes a
+// blocked gradient, so no reorder sits at the end of the last stage.
+std::string pool_fn(bool keepdim, const std::string& dims = "[-1,-2]") {
+  const std::string ms = keepdim ? "[4, 16, 1, 1]" : "[4, 16]";
+  return "func f(%x: float32[4, 16, 6, 6] {role=input}, %w: float32[16, 16, 3, 3] {role=input, index=1}, "
+         "%gm: float32" + ms + " {role=input, index=2}) {\n"
+         "  %a = trainstep.conv2d_relu(%x, %w) " + kConv + "}\n"
+         "  %m = aten.mean.dim(%a) {\"dim\":" + dims + ",\"dtype\":null,\"keepdim\":" +
+         (keepdim ? "true" : "false") + "}\n"
+         "  %v = aten.view.default(%gm) {\"size\":[4,16,1,1]}\n"
+         "  %e = aten.expand.default(%v) {\"implicit\":false,\"size\":[4,16,6,6]}\n"
+         "  %zero = trainstep.constant() {\"dtype\":\"float32\",\"value\":0.0}\n"
+         "  %le = aten.le.Scalar(%a) {\"other\":0}\n"
+         "  %g = aten.where.self(%le, %zero, %e)\n"
+         "  %gx, %gw, _ = aten.convolution_backward.default(%g, %x, %w) " + kConv +
+         ",\"bias_sizes\":null,\"output_mask\":[true,true,false]}\n"
+         "  return %m {role=output}, %gx {role=output, index=1}, %gw {role=output, index=2}\n}\n";
+}
+
+TEST(PlanLayouts, BlocksThroughASpatialMeanAndItsExpandedGradient) {
+  for (bool keepdim : {true, false}) {
+    auto l = planned(pool_fn(keepdim), 16);
+    for (const char* v : {"a", "e", "le", "g"}) EXPECT_EQ(l[v], "nChw16c") << v;
+    for (const char* v : {"m", "v", "gx", "gw"}) EXPECT_EQ(l[v], "plain") << v;
+  }
+  // A mean over other dims reads plain only, so the set stays plain.
+  auto l = planned(pool_fn(true, "[1,2]"), 16);
+  for (const char* v : {"a", "e", "g"}) EXPECT_EQ(l[v], "plain") << v;
+}
+
+// The planned tail against the plain one at every ISA level (the blocked
+// mean's sums have a loop per level): the mean adds in another order, so
+// it agrees to rounding; the expand and the backward are exact.
+TEST(PlanLayouts, BlockedSpatialMeanComputesWhatThePlainOneDoes) {
+  isatest::for_each_isa([](ts::CpuIsa) {
+    for (bool keepdim : {true, false}) {
+      SCOPED_TRACE(keepdim ? "keepdim" : "no keepdim");
+      std::mt19937 rng(19);
+      HostTensor x = random_f32({4, 16, 6, 6}, rng), w = random_f32({16, 16, 3, 3}, rng, -0.3f, 0.3f);
+      HostTensor gm = random_f32(keepdim ? ts::Shape{4, 16, 1, 1} : ts::Shape{4, 16}, rng);
+      auto run = [&](int64_t block) {
+        ts::Function f = ts::parse_function(pool_fn(keepdim));
+        if (block > 1) ts::plan_layouts(f, block);
+        ts::Executor ex(f, 1, true);
+        HostTensor* in[] = {&x, &w, &gm};
+        for (int i = 0; i < 3; ++i) ex.bind_input(i, in[i]->view.data);
+        ex.run();
+        std::vector<HostTensor> r;
+        for (int i = 0; i < 3; ++i) {
+          const ts::Tensor& t = ex.output(i);
+          r.emplace_back(t.dtype, t.shape);
+          std::memcpy(r.back().view.data, t.data, t.nbytes());
+        }
+        return r;
+      };
+      auto want = run(1);
+      for (int64_t block : {8, 16}) {
+        SCOPED_TRACE("block " + std::to_string(block));
+        auto got = run(block);
+        expect_close(got[0], want[0], 1e-6, 1e-7);
+        for (int i = 1; i < 3; ++i)
+          EXPECT_EQ(0, std::memcmp(got[i].view.data, want[i].view.data, want[i].view.nbytes())) << i;
+      }
+    }
+  });
+}
+
 TEST(Layouts, BadAttributesAreRefusedNamingTheNodeAndPort) {
   auto fails = [](const std::string& text) {
     return error_of([&] { ts::parse_function(text); });
@@ -387,6 +457,12 @@ TEST(Layouts, BadAttributesAreRefusedNamingTheNodeAndPort) {
                 "\"bias_sizes\":[16],\"in_layouts\":[\"plain\",\"nChw16c\",\"plain\"],"
                 "\"output_mask\":[true,true,true]}");
   EXPECT_NE(fails(mixed).find("must have one layout"), std::string::npos) << fails(mixed);
+  // A blocked mean must be the spatial one.
+  const std::string mean =
+      "func f(%x: float32[2, 16, 4, 4] {role=input}) {\n"
+      "  %m = aten.mean.dim(%x) {\"dim\":[1],\"dtype\":null,\"keepdim\":false,\"in_layouts\":[\"nChw8c\"]}\n"
+      "  return %m {role=output}\n}\n";
+  EXPECT_NE(fails(mean).find("a channel-blocked input needs dim [2, 3]"), std::string::npos) << fails(mean);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "ops/bn_sums.h"
+#include "ops/block_sums.h"
 
 #include "ops/isa_target.h"
 
@@ -74,7 +74,7 @@ TS_AVX512 void sums16_avx512(const float* x, const float* dy, const double* sh, 
 
 }  // namespace
 
-void bn_block_sums(int B, const float* x, const float* dy, const double* shift, int64_t S,
+void block_lane_sums(int B, const float* x, const float* dy, const double* shift, int64_t S,
                    double* s1, double* s2) {
 #if TS_X86
   const CpuIsa isa = cpu_isa();
