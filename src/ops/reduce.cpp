@@ -307,8 +307,11 @@ std::unique_ptr<Kernel> red_make(const KernelCtx& kc) {
 // in oneDNN's channel-blocked layout when plan_layouts chose that layout for
 // the convolutions before it, so their outputs need no reorder to plain.
 
-// dim names the last two dims of a rank-4 tensor, in any order or sign.
+// dim names the last two dims of a rank-4 tensor, in any order or sign,
+// and the result stays float32 (no dtype, or float32).
 bool spatial_dims(const json& attrs) {
+  auto dt = attrs.find("dtype");
+  if (dt != attrs.end() && !dt->is_null() && *dt != "float32") return false;
   auto it = attrs.find("dim");
   if (it == attrs.end() || !it->is_array() || it->size() != 2) return false;
   bool seen[4] = {};

@@ -387,8 +387,13 @@ TEST(PlanLayouts, BlocksThroughASpatialMeanAndItsExpandedGradient) {
     for (const char* v : {"a", "e", "le", "g"}) EXPECT_EQ(l[v], "nChw16c") << v;
     for (const char* v : {"m", "v", "gx", "gw"}) EXPECT_EQ(l[v], "plain") << v;
   }
-  // A mean over other dims reads plain only, so the set stays plain.
+  // A mean over other dims, or into float64, reads plain only, so the set
+  // stays plain.
   auto l = planned(pool_fn(true, "[1,2]"), 16);
+  for (const char* v : {"a", "e", "g"}) EXPECT_EQ(l[v], "plain") << v;
+  std::string f64 = pool_fn(true);
+  f64.replace(f64.find("\"dtype\":null"), 12, "\"dtype\":\"float64\"");
+  l = planned(f64, 16);
   for (const char* v : {"a", "e", "g"}) EXPECT_EQ(l[v], "plain") << v;
 }
 
