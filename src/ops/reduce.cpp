@@ -335,7 +335,8 @@ std::vector<TensorType> mean_dim_infer(const NodeCtx& ctx) {
 }
 
 // Per (sample, channel block): each lane's S = H * W values summed in
-// double in order, as the plain kernel's channel sums, then divided by S.
+// double in order (the plain kernel interleaves 8 partial sums, so the two
+// agree to rounding), then divided by S.
 struct BlockedMeanKernel : Kernel {
   int64_t pairs = 0, S = 0;
   int B = 8;
