@@ -92,6 +92,24 @@ std::map<std::string, std::string> planned(const std::string& text, int64_t bloc
   return layouts(f);
 }
 
+// Runs the function (planned for `block` when above 1) on the inputs and
+// returns copies of its outputs.
+std::vector<HostTensor> run_fn(const std::string& text, int64_t block,
+                               const std::vector<const HostTensor*>& in) {
+  ts::Function f = ts::parse_function(text);
+  if (block > 1) ts::plan_layouts(f, block);
+  ts::Executor ex(f, 1, true);
+  for (size_t i = 0; i < in.size(); ++i) ex.bind_input(static_cast<int>(i), in[i]->view.data);
+  ex.run();
+  std::vector<HostTensor> r;
+  for (int i = 0; i < static_cast<int>(f.outputs.size()); ++i) {
+    const ts::Tensor& t = ex.output(i);
+    r.emplace_back(t.dtype, t.shape);
+    std::memcpy(r.back().view.data, t.data, t.nbytes());
+  }
+  return r;
+}
+
 TEST(PlanLayouts, BlocksActivationsThatOnlyConvolutionsAndCodePoolingTouch) {
   auto l = planned(chain_fn(16), 16);
   for (const char* v : {"a", "b", "gb", "ga"}) EXPECT_EQ(l[v], "nChw16c") << v;
@@ -231,25 +249,11 @@ TEST(PlanLayouts, BlockedBatchNormBlockComputesWhatThePlainOneDoes) {
   HostTensor x = random_f32({4, 16, 6, 6}, rng), w0 = random_f32({16, 16, 3, 3}, rng, -0.3f, 0.3f),
              w = random_f32({16, 16, 3, 3}, rng, -0.3f, 0.3f), gamma = random_f32({16}, rng, 0.5f, 1.5f), beta = random_f32({16}, rng),
              dy = random_f32({4, 16, 6, 6}, rng);
-  auto run = [&](bool plan, int64_t block) {
-    ts::Function f = ts::parse_function(block_fn());
-    if (plan) ts::plan_layouts(f, block);
-    ts::Executor ex(f, 1, true);
-    HostTensor* in[] = {&x, &w0, &w, &gamma, &beta, &dy};
-    for (int i = 0; i < 6; ++i) ex.bind_input(i, in[i]->view.data);
-    ex.run();
-    std::vector<HostTensor> r;
-    for (int i = 0; i < 6; ++i) {
-      const ts::Tensor& t = ex.output(i);
-      r.emplace_back(t.dtype, t.shape);
-      std::memcpy(r.back().view.data, t.data, t.nbytes());
-    }
-    return r;
-  };
-  auto want = run(false, 1);
+  const std::vector<const HostTensor*> in = {&x, &w0, &w, &gamma, &beta, &dy};
+  auto want = run_fn(block_fn(), 1, in);
   for (int64_t block : {8, 16}) {
     SCOPED_TRACE("block " + std::to_string(block));
-    auto got = run(true, block);
+    auto got = run_fn(block_fn(), block, in);
     for (int i = 0; i < 6; ++i) {
       SCOPED_TRACE("output " + std::to_string(i));
       expect_close(got[i], want[i], 1e-5, 1e-5);
@@ -407,25 +411,11 @@ TEST(PlanLayouts, BlockedSpatialMeanComputesWhatThePlainOneDoes) {
       std::mt19937 rng(19);
       HostTensor x = random_f32({4, 16, 6, 6}, rng), w = random_f32({16, 16, 3, 3}, rng, -0.3f, 0.3f);
       HostTensor gm = random_f32(keepdim ? ts::Shape{4, 16, 1, 1} : ts::Shape{4, 16}, rng);
-      auto run = [&](int64_t block) {
-        ts::Function f = ts::parse_function(pool_fn(keepdim));
-        if (block > 1) ts::plan_layouts(f, block);
-        ts::Executor ex(f, 1, true);
-        HostTensor* in[] = {&x, &w, &gm};
-        for (int i = 0; i < 3; ++i) ex.bind_input(i, in[i]->view.data);
-        ex.run();
-        std::vector<HostTensor> r;
-        for (int i = 0; i < 3; ++i) {
-          const ts::Tensor& t = ex.output(i);
-          r.emplace_back(t.dtype, t.shape);
-          std::memcpy(r.back().view.data, t.data, t.nbytes());
-        }
-        return r;
-      };
-      auto want = run(1);
+      const std::vector<const HostTensor*> in = {&x, &w, &gm};
+      auto want = run_fn(pool_fn(keepdim), 1, in);
       for (int64_t block : {8, 16}) {
         SCOPED_TRACE("block " + std::to_string(block));
-        auto got = run(block);
+        auto got = run_fn(pool_fn(keepdim), block, in);
         expect_close(got[0], want[0], 1e-6, 1e-7);
         for (int i = 1; i < 3; ++i)
           EXPECT_EQ(0, std::memcmp(got[i].view.data, want[i].view.data, want[i].view.nbytes())) << i;
