@@ -251,15 +251,16 @@ struct ExpandBlockedKernel : Kernel {
     if (!out[0].data) return;
     const float* x = in[0].as<float>();
     float* y = out[0].as<float>();
-    const int64_t CB = C / B, hw = H * W, b = B, w_ = W;
+    const int64_t CB = C / B, h_ = H, w_ = W, b = B;
     const int64_t s0 = st[0], s1 = st[1], s2 = st[2], s3 = st[3];
-    parallel_for(N * CB, N * C * hw > kParallelMin, [&](int64_t p) {
+    parallel_for(N * CB, N * C * H * W > kParallelMin, [&](int64_t p) {
       const int64_t n = p / CB, c0 = (p % CB) * b;
-      float* yp = y + p * hw * b;
-      for (int64_t i = 0; i < hw; ++i) {
-        const float* xi = x + n * s0 + (i / w_) * s2 + (i % w_) * s3;
-        for (int64_t l = 0; l < b; ++l) yp[i * b + l] = xi[(c0 + l) * s1];
-      }
+      float* yp = y + p * h_ * w_ * b;
+      for (int64_t h = 0; h < h_; ++h)
+        for (int64_t w = 0; w < w_; ++w, yp += b) {
+          const float* xi = x + n * s0 + h * s2 + w * s3;
+          for (int64_t l = 0; l < b; ++l) yp[l] = xi[(c0 + l) * s1];
+        }
     });
   }
 };
