@@ -26,6 +26,7 @@
 
 #include "ops/conv_transpose.h"
 #include "ops/conv_wgrad_c1.h"
+#include "ops/conv_winograd.h"
 #include "ops/dnnl_util.h"
 #include "ops/gemm64.h"
 #include "ops/kernel_choice.h"
@@ -548,6 +549,29 @@ std::vector<TensorType> infer_conv(const NodeCtx& ctx) {
   return {y};
 }
 
+// The shape part of a kernel-choice key (kernel_choice.h).
+std::string geom_key(const ConvGeom& g) {
+  return "n=" + std::to_string(g.N) + " c=" + std::to_string(g.C) + " o=" + std::to_string(g.O) +
+         " hw=" + dims_str(g.H, g.W) + " k=" + dims_str(g.KH, g.KW) + " s=" + dims_str(g.sh, g.sw) +
+         " p=" + dims_str(g.ph, g.pw) + " d=" + dims_str(g.dh, g.dw);
+}
+
+// A forward oneDNN or conv_winograd.h can compute: whichever measures
+// faster here (kernel_choice.h).
+std::unique_ptr<Kernel> choose_fwd(const KernelCtx& k, const ConvGeom& g, const ConvLayouts& l,
+                                   bool bias, bool relu) {
+  const std::vector<LazyCandidate> cands = {
+      {"onednn", [&]() -> std::unique_ptr<Kernel> {
+         return std::make_unique<ConvFwdKernel>(g, l, bias, relu);
+       }},
+      {"winograd", [&] { return make_winograd_fwd(g, l.src, bias, relu, k.threads); }}};
+  const std::string key = "conv_fwd " + geom_key(g) + " x=" + layout_name(l.src) +
+                          (bias ? " +bias" : "") + (relu ? " +relu" : "");
+  LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
+  std::unique_ptr<Kernel> pick = r.built ? std::move(r.built) : cands[r.choice.pick].make();
+  return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
+}
+
 template <bool Relu>
 std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
   if (k.node.attr_bool("transposed")) return conv_transpose::make_fwd(k);
@@ -558,7 +582,10 @@ std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
     ConvLayouts l;
     l.src = port_layout(k.node, false, 0, k.node.input(0));
     l.dst = port_layout(k.node, true, 0, k.outputs[0]);
-    return std::make_unique<ConvFwdKernel>(conv_geom(k.node, 0, 1), l, k.node.has_input(2), Relu);
+    const ConvGeom g = conv_geom(k.node, 0, 1);
+    const bool bias = k.node.has_input(2);
+    if (l.src == l.dst && winograd_suits(g, l.src)) return choose_fwd(k, g, l, bias, Relu);
+    return std::make_unique<ConvFwdKernel>(g, l, bias, Relu);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution: ") + e.what());
   }
@@ -717,14 +744,14 @@ std::vector<TensorType> infer_conv_bwd_relu(const NodeCtx& ctx) {
   return t;
 }
 
-// The weight gradient on the one-channel kernel, then the input gradient on
-// oneDNN (after: it may be written over x).
+// The weight gradient, then the input gradient (after: it may be written
+// over x), on two kernels; either may be absent.
 class SplitBwdKernel : public Kernel {
  public:
   SplitBwdKernel(std::unique_ptr<Kernel> weight, std::unique_ptr<Kernel> data)
       : weight_(std::move(weight)), data_(std::move(data)) {}
   void run(const Tensor* in, Tensor* out) override {
-    weight_->run(in, out);
+    if (weight_) weight_->run(in, out);
     if (data_) data_->run(in, out);
   }
 
@@ -742,11 +769,8 @@ std::unique_ptr<Kernel> choose_wgrad(const KernelCtx& k, const ConvGeom& g, cons
          return std::make_unique<ConvBwdKernel>(g, l, false, true, m[2], false);
        }},
       {"one_channel", [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }}};
-  const std::string key = "conv_wgrad n=" + std::to_string(g.N) + " c=1 o=" +
-                          std::to_string(g.O) + " hw=" + dims_str(g.H, g.W) + " k=" +
-                          dims_str(g.KH, g.KW) + " s=" + dims_str(g.sh, g.sw) +
-                          " p=" + dims_str(g.ph, g.pw) + " d=" + dims_str(g.dh, g.dw) +
-                          " dy=" + layout_name(l.dst) + (m[2] ? " +bias" : "");
+  const std::string key =
+      "conv_wgrad " + geom_key(g) + " dy=" + layout_name(l.dst) + (m[2] ? " +bias" : "");
   LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
   std::unique_ptr<Kernel> pick;
   if (r.choice.names[r.choice.pick] == "one_channel") {
@@ -755,6 +779,31 @@ std::unique_ptr<Kernel> choose_wgrad(const KernelCtx& k, const ConvGeom& g, cons
     pick = std::make_unique<SplitBwdKernel>(r.built ? std::move(r.built) : cands[1].make(),
                                             std::move(data));
   } else {  // the whole backward in one oneDNN kernel, not the timed weight part
+    pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
+  }
+  return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
+}
+
+// An input gradient oneDNN or conv_winograd.h can compute: whichever
+// measures faster here computes it, after oneDNN's weight gradient.
+std::unique_ptr<Kernel> choose_data_grad(const KernelCtx& k, const ConvGeom& g,
+                                         const ConvLayouts& l, const std::vector<bool>& m,
+                                         bool relu) {
+  const std::vector<LazyCandidate> cands = {
+      {"onednn", [&]() -> std::unique_ptr<Kernel> {
+         return std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
+       }},
+      {"winograd", [&] { return make_winograd_bwd_data(g, l.dst, relu, k.threads); }}};
+  const std::string key = "conv_dgrad " + geom_key(g) + " dy=" + layout_name(l.dst) +
+                          (relu ? " +relu_mask" : "");
+  LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
+  std::unique_ptr<Kernel> pick;
+  if (r.choice.names[r.choice.pick] == "winograd") {
+    std::unique_ptr<Kernel> weight;
+    if (m[1] || m[2]) weight = std::make_unique<ConvBwdKernel>(g, l, false, m[1], m[2], false);
+    pick = std::make_unique<SplitBwdKernel>(
+        std::move(weight), r.built ? std::move(r.built) : cands[1].make());
+  } else {  // the whole backward in one oneDNN kernel, not the timed data part
     pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
   }
   return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
@@ -774,6 +823,8 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
     l.dsrc = port_layout(k.node, true, 0, k.node.input(1));
     const ConvGeom g = conv_geom(k.node, 1, 2);
     if (m[1] && one_channel_wgrad_suits(g, l.dst)) return choose_wgrad(k, g, l, m, RELU);
+    if (m[0] && l.src == l.dst && l.dsrc == l.dst && winograd_suits(g, l.dst))
+      return choose_data_grad(k, g, l, m, RELU);
     return std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], RELU);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution backward: ") + e.what());

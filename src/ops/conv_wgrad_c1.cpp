@@ -10,20 +10,6 @@
 namespace ts {
 namespace {
 
-// One channel block of grad_output at one pixel: 8 or 16 output channels.
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V16 __attribute__((vector_size(64)));
-template <int B>
-struct Vec;
-template <>
-struct Vec<8> {
-  using T = V8;
-};
-template <>
-struct Vec<16> {
-  using T = V16;
-};
-
 // Kernel taps per pass over grad_output: their accumulators, grad_output's
 // vector and the broadcast input value fit in 16 vector registers.
 constexpr int kMaxTaps = 9;
@@ -43,7 +29,7 @@ struct Plan {
 template <int B, int T, bool Bias>
 TS_INLINE void taps_pass(const float* dy, const float* xp, const int64_t* off, const Plan& p,
                          double* out) {
-  using V = typename Vec<B>::T;
+  using V = typename VecOf<B>::type;  // one channel block of grad_output at one pixel
   V acc[T + 1];
 #pragma GCC unroll 16
   for (int t = 0; t <= T; ++t) acc[t] = V{};

@@ -10,19 +10,6 @@ namespace ts {
 
 namespace {
 
-// GCC vector types of W floats; arithmetic on them compiles to the vector
-// width of the function it is inlined into, and a * b + c to an FMA.
-template <int W>
-struct VecOf;
-template <>
-struct VecOf<8> {
-  typedef float type __attribute__((vector_size(32)));
-};
-template <>
-struct VecOf<16> {
-  typedef float type __attribute__((vector_size(64)));
-};
-
 int64_t round_up(int64_t x, int64_t r) { return (x + r - 1) / r * r; }
 
 // Register tiles: MR rows by 2 vectors. AVX2 has 16 vector registers (12

@@ -23,4 +23,20 @@
 // For loops written once and compiled into several of the functions above.
 #define TS_INLINE inline __attribute__((always_inline))
 
+namespace ts {
+// GCC vector types of W floats (8: one AVX2 register, one channel block of
+// nChw8c; 16: AVX-512, nChw16c). Arithmetic on them compiles to the vector
+// width of the function it is inlined into, and a * b + c to an FMA.
+template <int W>
+struct VecOf;
+template <>
+struct VecOf<8> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct VecOf<16> {
+  typedef float type __attribute__((vector_size(64)));
+};
+}  // namespace ts
+
 #include "trainstep/cpu.h"

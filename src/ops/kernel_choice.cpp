@@ -31,7 +31,8 @@ namespace {
 constexpr const char* kFormat = "trainstep-kernel-choices 1";
 constexpr const char* kEnv = "TRAINSTEP_KERNELS";
 // Every candidate name an op offers, so a misspelt TRAINSTEP_KERNELS fails.
-const std::vector<std::string> kKnownNames = {"onednn", "small_k", "openblas", "one_channel"};
+const std::vector<std::string> kKnownNames = {"onednn", "small_k", "openblas", "one_channel",
+                                               "winograd"};
 // A challenger must beat the default by this much: timing noise alone does
 // not move a pick.
 constexpr double kMargin = 0.97;
@@ -277,7 +278,12 @@ LazyChoice choose_kernel_lazily(const std::string& key, const KernelCtx& k,
                            bufs.emplace_back(std::max<size_t>(t.nbytes(), 64));
                            to.push_back({t.dtype, t.shape, bufs.back().data()});
                          };
-                         for (int j = 0; j < k.node.num_inputs(); ++j) add(k.node.input(j), in);
+                         for (int j = 0; j < k.node.num_inputs(); ++j) {
+                           if (k.node.has_input(j))
+                             add(k.node.input(j), in);
+                           else  // an absent optional input (a convolution's bias)
+                             in.push_back(Tensor{});
+                         }
                          for (const auto& t : outs) add(t, out);
                        }
                        built[i]->run(in.data(), out.data());

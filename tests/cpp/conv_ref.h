@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "op_test_util.h"
+#include "ops/conv_transpose.h"
 
 namespace ts_test {
 
@@ -82,5 +83,38 @@ struct Ref {
     return s;
   }
 };
+
+// NCHW -> nChw{B}c, and back.
+inline ts::HostTensor to_blocked(const ts::HostTensor& plain, int64_t B) {
+  const ts::Shape& s = plain.view.shape;
+  const int64_t N = s[0], C = s[1], pix = s[2] * s[3];
+  ts::HostTensor out(ts::DType::F32, s);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < pix; ++i)
+        out.view.as<float>()[((n * (C / B) + c / B) * pix + i) * B + c % B] =
+            f32(plain)[(n * C + c) * pix + i];
+  return out;
+}
+inline ts::HostTensor from_blocked(const ts::HostTensor& blocked, int64_t B) {
+  const ts::Shape& s = blocked.view.shape;
+  const int64_t N = s[0], C = s[1], pix = s[2] * s[3];
+  ts::HostTensor out(ts::DType::F32, s);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < pix; ++i)
+        out.view.as<float>()[(n * C + c) * pix + i] =
+            f32(blocked)[((n * (C / B) + c / B) * pix + i) * B + c % B];
+  return out;
+}
+
+// The kernels' geometry (ops/conv_transpose.h) of a 2-D case.
+inline ts::ConvGeom geom(const ConvCase& c) {
+  ts::ConvGeom g;
+  g.N = c.N, g.C = c.C, g.H = c.H, g.W = c.W, g.O = c.O, g.KH = c.KH, g.KW = c.KW, g.G = c.G;
+  g.OH = c.OH(), g.OW = c.OW(), g.sh = c.sh, g.sw = c.sw, g.ph = c.ph, g.pw = c.pw;
+  g.dh = c.dh, g.dw = c.dw;
+  return g;
+}
 
 }  // namespace ts_test

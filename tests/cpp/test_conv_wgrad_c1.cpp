@@ -37,27 +37,6 @@ std::string name(const ConvCase& c) {
          "," + std::to_string(c.pw) + " d" + std::to_string(c.dh) + "," + std::to_string(c.dw);
 }
 
-// NCHW -> nChw{B}c.
-HostTensor to_blocked(const HostTensor& plain, int64_t B) {
-  const ts::Shape& s = plain.view.shape;
-  const int64_t N = s[0], C = s[1], pix = s[2] * s[3];
-  HostTensor out(ts::DType::F32, s);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < pix; ++i)
-        out.view.as<float>()[((n * (C / B) + c / B) * pix + i) * B + c % B] =
-            f32(plain)[(n * C + c) * pix + i];
-  return out;
-}
-
-ts::ConvGeom geom(const ConvCase& c) {
-  ts::ConvGeom g;
-  g.N = c.N, g.C = c.C, g.H = c.H, g.W = c.W, g.O = c.O, g.KH = c.KH, g.KW = c.KW, g.G = c.G;
-  g.OH = c.OH(), g.OW = c.OW(), g.sh = c.sh, g.sw = c.sw, g.ph = c.ph, g.pw = c.pw;
-  g.dh = c.dh, g.dw = c.dw;
-  return g;
-}
-
 // grad_weight and grad_bias against the reference; the sums run over up
 // to 43k terms of size ~1, so the bound is relative to that count too.
 void expect_weight_grads(const ConvCase& c, const Ref& r, const float* gw, const float* gb) {

@@ -102,14 +102,17 @@ def test_verify_at_every_isa_level(model, name, isa):
                                              ("mnist", "avx512", "small_k"),
                                              ("transformer", "avx2", "openblas"),
                                              ("mnist", "avx2", "one_channel"),
-                                             ("resnet", "avx512", "one_channel")])
+                                             ("resnet", "avx512", "one_channel"),
+                                             ("mnist", "avx512", "winograd"),
+                                             ("resnet", "avx2", "winograd")])
 def test_verify_on_each_measured_candidate(model, name, isa, kernel):
     """Measurement keeps a candidate only where it is faster here, so on
     another machine its path would go untested: forced here, SmallGemm (the
     RNN's and the CNN's classifier's small-K products), OpenBLAS (every
-    product, at one thread) and the one-channel convolution weight
-    gradient (the first layer of the CNNs) still verify. One level each: the
-    gtests check the kernels against references."""
+    product, at one thread), the one-channel convolution weight
+    gradient (the first layer of the CNNs) and the Winograd 3x3
+    convolutions (forward and input gradient) still verify. One level each:
+    the gtests check the kernels against references."""
     env = {"TRAINSTEP_ISA": isa, "TRAINSTEP_KERNELS": kernel}
     # One thread: OpenBLAS is a candidate only there.
     p = run("verify", model(name), "--threads", "1", env=env, check=False)
