@@ -866,7 +866,8 @@ void register_conv_ops(OpRegistry& r) {
   LayoutCaps relu_bwd_layouts = bwd_layouts;
   relu_bwd_layouts.same = {{in_port(1), out_port(0)}};
   OpDef conv{"aten.convolution.default",
-             "1-D or 2-D convolution, float32 (oneDNN) or float64 (im2col + GEMM) NCL/NCHW input, "
+             "1-D or 2-D convolution, float32 (oneDNN, or Winograd F(2x2,3x3) for blocked 3x3 "
+             "stride-1 where it measures faster) or float64 (im2col + GEMM) NCL/NCHW input, "
              "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
              "(float32 on oneDNN deconvolution, float64 on im2col + GEMM; weight (C_in, C_out/groups, "
              "k...), output_padding) "
@@ -878,7 +879,8 @@ void register_conv_ops(OpRegistry& r) {
   conv.relu_fused = "trainstep.conv2d_relu";
   r.add(std::move(conv));
   OpDef conv_relu{"trainstep.conv2d_relu",
-                  "relu(convolution) in one oneDNN primitive (eltwise_relu post-op); inputs and "
+                  "relu(convolution) in one kernel (oneDNN's eltwise_relu post-op, or the "
+                  "Winograd output transform); inputs and "
                   "attrs as aten.convolution.default; NaN propagates as in aten.relu (made by the "
                   "fuse_conv_relu pass)",
                   infer_conv, make_conv<true>};
@@ -886,7 +888,9 @@ void register_conv_ops(OpRegistry& r) {
   r.add(std::move(conv_relu));
   OpDef bwd{"aten.convolution_backward.default",
             "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
-            "float32 (oneDNN) or float64 (im2col + GEMM); transposed=true: float32 on oneDNN "
+            "float32 (oneDNN; a blocked 3x3 stride-1 input gradient may run as Winograd "
+            "F(2x2,3x3) where it measures faster) or float64 (im2col + GEMM); transposed=true: "
+            "float32 on oneDNN "
             "deconvolution, float64 on im2col + GEMM, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
             "may be channel-blocked (plan_layouts)",
             infer_conv_bwd, make_conv_bwd<false>};
