@@ -784,29 +784,48 @@ std::unique_ptr<Kernel> choose_wgrad(const KernelCtx& k, const ConvGeom& g, cons
   return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
 }
 
-// An input gradient oneDNN or conv_winograd.h can compute: whichever
-// measures faster here computes it, after oneDNN's weight gradient.
-std::unique_ptr<Kernel> choose_data_grad(const KernelCtx& k, const ConvGeom& g,
-                                         const ConvLayouts& l, const std::vector<bool>& m,
-                                         bool relu) {
-  const std::vector<LazyCandidate> cands = {
-      {"onednn", [&]() -> std::unique_ptr<Kernel> {
-         return std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
-       }},
-      {"winograd", [&] { return make_winograd_bwd_data(g, l.dst, relu, k.threads); }}};
-  const std::string key = "conv_dgrad " + geom_key(g) + " dy=" + layout_name(l.dst) +
-                          (relu ? " +relu_mask" : "");
-  LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
+// The input and weight gradients oneDNN or conv_winograd.h can compute,
+// each by whichever measures faster here (kernel_choice.h). Where both
+// picks are oneDNN's, one oneDNN kernel computes the whole backward (it
+// reorders grad_output once for both), not the two timed parts.
+std::unique_ptr<Kernel> choose_winograd_bwd(const KernelCtx& k, const ConvGeom& g,
+                                            const ConvLayouts& l, const std::vector<bool>& m,
+                                            bool relu) {
+  const std::string dy = std::string(" dy=") + layout_name(l.dst);
+  std::vector<KernelChoice> choices;
+  std::unique_ptr<Kernel> data, weight;  // the parts Winograd won
+  auto choose = [&](const std::string& key, std::vector<LazyCandidate> cands) {
+    LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
+    std::unique_ptr<Kernel> won;
+    if (r.choice.names[r.choice.pick] == "winograd")
+      won = r.built ? std::move(r.built) : cands[1].make();
+    choices.push_back(std::move(r.choice));
+    return won;
+  };
+  if (m[0])
+    data = choose("conv_dgrad " + geom_key(g) + dy + (relu ? " +relu_mask" : ""),
+                  {{"onednn", [&]() -> std::unique_ptr<Kernel> {
+                      return std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
+                    }},
+                   {"winograd", [&] { return make_winograd_bwd_data(g, l.dst, relu, k.threads); }}});
+  if (m[1])
+    weight = choose("conv_wgrad " + geom_key(g) + dy + (m[2] ? " +bias" : ""),
+                    {{"onednn", [&]() -> std::unique_ptr<Kernel> {
+                        return std::make_unique<ConvBwdKernel>(g, l, false, true, m[2], false);
+                      }},
+                     {"winograd", [&] {
+                        return make_winograd_bwd_weight(g, l.dst, m[2], k.threads);
+                      }}});
   std::unique_ptr<Kernel> pick;
-  if (r.choice.names[r.choice.pick] == "winograd") {
-    std::unique_ptr<Kernel> weight;
-    if (m[1] || m[2]) weight = std::make_unique<ConvBwdKernel>(g, l, false, m[1], m[2], false);
-    pick = std::make_unique<SplitBwdKernel>(
-        std::move(weight), r.built ? std::move(r.built) : cands[1].make());
-  } else {  // the whole backward in one oneDNN kernel, not the timed data part
+  if (!data && !weight) {
     pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
+  } else {
+    if (!weight && (m[1] || m[2]))
+      weight = std::make_unique<ConvBwdKernel>(g, l, false, m[1], m[2], false);
+    if (!data && m[0]) data = std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
+    pick = std::make_unique<SplitBwdKernel>(std::move(weight), std::move(data));
   }
-  return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
+  return std::make_unique<ChosenKernel>(std::move(pick), std::move(choices));
 }
 
 template <bool RELU>
@@ -823,8 +842,9 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
     l.dsrc = port_layout(k.node, true, 0, k.node.input(1));
     const ConvGeom g = conv_geom(k.node, 1, 2);
     if (m[1] && one_channel_wgrad_suits(g, l.dst)) return choose_wgrad(k, g, l, m, RELU);
-    if (m[0] && l.src == l.dst && l.dsrc == l.dst && winograd_suits(g, l.dst))
-      return choose_data_grad(k, g, l, m, RELU);
+    if ((m[0] || m[1]) && l.src == l.dst && (!m[0] || l.dsrc == l.dst) &&
+        winograd_suits(g, l.dst))
+      return choose_winograd_bwd(k, g, l, m, RELU);
     return std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], RELU);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution backward: ") + e.what());

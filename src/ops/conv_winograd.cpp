@@ -42,9 +42,11 @@ struct Args {
 constexpr int64_t kTileQuantum = 24;
 constexpr int64_t kBlockBytes = 192 << 10;
 
-// Register tiles of the products: MR tiles by NV blocks of output
+// Register tiles of the products: MR rows by NV blocks of output
 // channels. AVX2 has 16 vector registers (8 lanes: MR = 6 by 2 blocks, or
-// 12 by 1: 12 accumulators), AVX-512 32 (8 by 2, 12 by 1).
+// 12 by 1: 12 accumulators), AVX-512 32 (8 by 2, 12 by 1). The weight
+// gradient's rows are input channels, MR of them dividing a block: 4 at
+// AVX2 (8 accumulators), 8 at AVX-512.
 template <int B, int NV>
 constexpr int mr_base() {
   return 48 / B * (3 - NV);
@@ -53,12 +55,17 @@ template <int NV>
 constexpr int mr_avx512() {
   return NV == 2 ? 8 : 12;
 }
+template <int B>
+constexpr int mr_wgrad_base() {
+  return 32 / B;
+}
+constexpr int kMrWgradAvx512 = 8;
 
-// c[i][0 .. NV*B) = sum over k < K of a[i * lda + k] * b[k][0 .. NV*B),
-// for i < MR: one register tile of one of the 16 products.
-template <int B, int MR, int NV>
-TS_INLINE void product_tile(const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
-                            int64_t K) {
+// c[i][0 .. NV*B) (+)= sum over k < K of a[i * ia + k * ka] *
+// b[k * ldb .. + NV*B), for i < MR: one register tile of a product.
+template <int B, int MR, int NV, bool Acc>
+TS_INLINE void product_tile(const float* a, int64_t ia, int64_t ka, const float* b, int64_t ldb,
+                            float* c, int64_t ldc, int64_t K) {
   using V = typename VecOf<B>::type;
   V acc[MR][NV];
   // x * ones is a plain broadcast (x * 1.f folds away).
@@ -68,51 +75,48 @@ TS_INLINE void product_tile(const float* a, int64_t lda, const float* b, float* 
     for (int j = 0; j < NV; ++j) acc[i][j] = V{};
   for (int64_t k = 0; k < K; ++k) {
     V bk[NV];
-    for (int j = 0; j < NV; ++j) std::memcpy(&bk[j], b + (k * NV + j) * B, sizeof(V));
+    for (int j = 0; j < NV; ++j) std::memcpy(&bk[j], b + k * ldb + j * B, sizeof(V));
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const V av = a[i * lda + k] * ones;
+      const V av = a[i * ia + k * ka] * ones;
       for (int j = 0; j < NV; ++j) acc[i][j] += av * bk[j];
     }
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NV; ++j) std::memcpy(c + i * ldc + j * B, &acc[i][j], sizeof(V));
+    for (int j = 0; j < NV; ++j) {
+      V out = acc[i][j];
+      if (Acc) {
+        V old;
+        std::memcpy(&old, c + i * ldc + j * B, sizeof(V));
+        out += old;
+      }
+      std::memcpy(c + i * ldc + j * B, &out, sizeof(V));
+    }
 }
 
-// The products of one xi for nt tiles: column panels of 2 blocks, then
-// the odd block. Panels outer: a panel of u (Ci x 2B) stays in L1 while
-// the tiles pass.
-template <int B, int MR2, int MR1>
-TS_INLINE void products(const Plan& p, const float* v, const float* u, float* m, int64_t nt) {
-  const int64_t full = p.Co / (2 * B);
-  for (int64_t q = 0; q < full; ++q)
-    for (int64_t i = 0; i < nt; i += MR2)
-      product_tile<B, MR2, 2>(v + i * p.Ci, p.Ci, u + q * p.Ci * 2 * B, m + i * p.Co + q * 2 * B,
-                              p.Co, p.Ci);
-  if (p.Co % (2 * B))
-    for (int64_t i = 0; i < nt; i += MR1)
-      product_tile<B, MR1, 1>(v + i * p.Ci, p.Ci, u + full * p.Ci * 2 * B,
-                              m + i * p.Co + full * 2 * B, p.Co, p.Ci);
+// Tile t of the plan: its image and its first output row and column.
+struct TilePos {
+  int64_t n, oh0, ow0;
+};
+TS_INLINE TilePos tile_pos(const Plan& p, int64_t t) {
+  const int64_t per_image = p.TH * p.TW;
+  return {t / per_image, 2 * (t % per_image / p.TW), 2 * (t % p.TW)};
 }
 
-// One block of tiles [t0, t0 + T): the input transform B^T d B of each
-// tile's 4x4 window into v[xi][tile][Ci], the 16 products
-// m[xi] = v[xi] @ u[xi] (tiles x Co), and the output transform A^T m A
-// into each tile's 2x2 outputs, with bias and epilogue. Lanes are channels
-// throughout, so every transform is vector arithmetic on whole blocks.
-template <int B, int MR2, int MR1>
-TS_INLINE void run_block(const Plan& p, const Args& a, int64_t t0, float* v, float* m) {
+// The input transform B^T d B of the 4x4 windows of tiles [t0, t0 + nt)
+// into v[xi][tile][Ci]. Lanes are channels throughout, so every transform
+// is vector arithmetic on whole blocks.
+template <int B>
+TS_INLINE void input_transform(const Plan& p, const float* x, int64_t t0, int64_t nt, float* v) {
   using V = typename VecOf<B>::type;
-  const int64_t nt = std::min(p.T, p.tiles - t0);
-  const int64_t CB = p.Ci / B, OB = p.Co / B, per_image = p.TH * p.TW;
-  const int64_t vs = p.T * p.Ci, ms = p.T * p.Co;  // between xi
+  const int64_t CB = p.Ci / B, vs = p.T * p.Ci;
   for (int64_t i = 0; i < nt; ++i) {
-    const int64_t t = t0 + i, n = t / per_image, th = t % per_image / p.TW, tw = t % p.TW;
-    const int64_t ih0 = 2 * th - p.ph, iw0 = 2 * tw - p.pw;
+    const TilePos tp = tile_pos(p, t0 + i);
+    const int64_t ih0 = tp.oh0 - p.ph, iw0 = tp.ow0 - p.pw;
     const bool inside = ih0 >= 0 && iw0 >= 0 && ih0 + 4 <= p.H && iw0 + 4 <= p.W;
     for (int64_t cb = 0; cb < CB; ++cb) {
-      const float* xs = a.x + (n * CB + cb) * p.H * p.W * B;
+      const float* xs = x + (tp.n * CB + cb) * p.H * p.W * B;
       V d[4][4];
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r)
@@ -142,12 +146,37 @@ TS_INLINE void run_block(const Plan& p, const Args& a, int64_t t0, float* v, flo
       }
     }
   }
-  for (int xi = 0; xi < 16; ++xi)
-    products<B, MR2, MR1>(p, v + xi * vs, a.u + xi * p.Ci * p.Co, m + xi * ms, nt);
+}
+
+// One block of tiles [t0, t0 + T) of a convolution (forward or input
+// gradient): the input transform, the 16 products m[xi] = v[xi] @ u[xi]
+// (tiles x Co), and the output transform A^T m A into each tile's 2x2
+// outputs, with bias and epilogue.
+template <int B, int MR2, int MR1>
+TS_INLINE void conv_block(const Plan& p, const Args& a, int64_t t0, float* v, float* m) {
+  using V = typename VecOf<B>::type;
+  const int64_t nt = std::min(p.T, p.tiles - t0);
+  const int64_t OB = p.Co / B, vs = p.T * p.Ci, ms = p.T * p.Co;  // ms, vs: between xi
+  input_transform<B>(p, a.x, t0, nt, v);
+  // Column panels of 2 blocks, then the odd block. Panels outer: a panel of
+  // u (Ci x 2B) stays in L1 while the tiles pass.
+  const int64_t full = p.Co / (2 * B);
+  for (int xi = 0; xi < 16; ++xi) {
+    const float* vx = v + xi * vs;
+    const float* ux = a.u + xi * p.Ci * p.Co;
+    float* mx = m + xi * ms;
+    for (int64_t q = 0; q < full; ++q)
+      for (int64_t i = 0; i < nt; i += MR2)
+        product_tile<B, MR2, 2, false>(vx + i * p.Ci, p.Ci, 1, ux + q * p.Ci * 2 * B, 2 * B,
+                                       mx + i * p.Co + q * 2 * B, p.Co, p.Ci);
+    if (p.Co % (2 * B))
+      for (int64_t i = 0; i < nt; i += MR1)
+        product_tile<B, MR1, 1, false>(vx + i * p.Ci, p.Ci, 1, ux + full * p.Ci * 2 * B, B,
+                                       mx + i * p.Co + full * 2 * B, p.Co, p.Ci);
+  }
   for (int64_t i = 0; i < nt; ++i) {
-    const int64_t t = t0 + i, n = t / per_image, th = t % per_image / p.TW, tw = t % p.TW;
-    const int64_t oh0 = 2 * th, ow0 = 2 * tw;
-    const int rows = oh0 + 1 < p.OH ? 2 : 1, cols = ow0 + 1 < p.OW ? 2 : 1;
+    const TilePos tp = tile_pos(p, t0 + i);
+    const int rows = tp.oh0 + 1 < p.OH ? 2 : 1, cols = tp.ow0 + 1 < p.OW ? 2 : 1;
     for (int64_t ob = 0; ob < OB; ++ob) {
       V s[4][4];
       const float* in = m + i * p.Co + ob * B;
@@ -164,17 +193,12 @@ TS_INLINE void run_block(const Plan& p, const Args& a, int64_t t0, float* v, flo
       for (int r = 0; r < rows; ++r) {
         const V yv[2] = {r2[r][0] + r2[r][1] + r2[r][2] + bias,
                          r2[r][1] - r2[r][2] - r2[r][3] + bias};
-        const int64_t row = ((n * OB + ob) * p.OH + oh0 + r) * p.OW + ow0;
+        const int64_t row = ((tp.n * OB + ob) * p.OH + tp.oh0 + r) * p.OW + tp.ow0;
         for (int c = 0; c < cols; ++c) {
-          float* dst = p.epi == Epilogue::None ? a.y + (row + c) * B : nullptr;
-          if (dst) {
-            std::memcpy(dst, &yv[c], sizeof(V));
-            continue;
-          }
           V y = yv[c];
           if (p.epi == Epilogue::Relu) {  // as aten.relu: NaN stays
             y = y < V{} ? V{} : y;
-          } else {  // relu backward: 0 where relu's input x <= 0 (NaN passes)
+          } else if (p.epi == Epilogue::Mask) {  // relu backward: 0 where x <= 0 (NaN passes)
             V x;
             std::memcpy(&x, a.mask + (row + c) * B, sizeof(V));
             y = x <= V{} ? V{} : y;
@@ -186,35 +210,99 @@ TS_INLINE void run_block(const Plan& p, const Args& a, int64_t t0, float* v, flo
   }
 }
 
-using BlockFn = void (*)(const Plan&, const Args&, int64_t, float*, float*);
+// One block of tiles of the weight gradient: v from x (input transform),
+// dm[xi][tile][Co] = (A dy A^T)[xi] from each tile's 2x2 grad_output (0
+// past the edge), then du[xi] (Ci x Co) += v[xi]^T @ dm[xi]. db (Co lanes)
+// sums grad_output for the bias gradient.
+template <int B, int MRW>
+TS_INLINE void wgrad_block(const Plan& p, const float* x, const float* dy, int64_t t0, float* v,
+                           float* dm, float* du, float* db) {
+  using V = typename VecOf<B>::type;
+  const int64_t nt = std::min(p.T, p.tiles - t0);
+  const int64_t OB = p.Co / B, vs = p.T * p.Ci, ms = p.T * p.Co;
+  input_transform<B>(p, x, t0, nt, v);
+  for (int64_t i = 0; i < nt; ++i) {
+    const TilePos tp = tile_pos(p, t0 + i);
+    const bool r1 = tp.oh0 + 1 < p.OH, c1 = tp.ow0 + 1 < p.OW;
+    for (int64_t ob = 0; ob < OB; ++ob) {
+      const float* g = dy + ((tp.n * OB + ob) * p.OH + tp.oh0) * p.OW * B + tp.ow0 * B;
+      V y[2][2] = {};
+      std::memcpy(&y[0][0], g, sizeof(V));
+      if (c1) std::memcpy(&y[0][1], g + B, sizeof(V));
+      if (r1) std::memcpy(&y[1][0], g + p.OW * B, sizeof(V));
+      if (r1 && c1) std::memcpy(&y[1][1], g + p.OW * B + B, sizeof(V));
+      V sum;
+      std::memcpy(&sum, db + ob * B, sizeof(V));
+      sum += (y[0][0] + y[0][1]) + (y[1][0] + y[1][1]);
+      std::memcpy(db + ob * B, &sum, sizeof(V));
+      // A dy A^T, A's rows (1, 0), (1, 1), (1, -1), (0, -1).
+      V e[4][2];
+      for (int c = 0; c < 2; ++c) {
+        e[0][c] = y[0][c];
+        e[1][c] = y[0][c] + y[1][c];
+        e[2][c] = y[0][c] - y[1][c];
+        e[3][c] = -y[1][c];
+      }
+      float* out = dm + i * p.Co + ob * B;
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        const V f[4] = {e[r][0], e[r][0] + e[r][1], e[r][0] - e[r][1], -e[r][1]};
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) std::memcpy(out + (4 * r + c) * ms, &f[c], sizeof(V));
+      }
+    }
+  }
+  const int64_t full = p.Co / (2 * B);
+  for (int xi = 0; xi < 16; ++xi) {
+    const float* vx = v + xi * vs;
+    const float* mx = dm + xi * ms;
+    float* ux = du + xi * p.Ci * p.Co;
+    for (int64_t q = 0; q < full; ++q)
+      for (int64_t ci = 0; ci < p.Ci; ci += MRW)
+        product_tile<B, MRW, 2, true>(vx + ci, 1, p.Ci, mx + q * 2 * B, p.Co,
+                                      ux + ci * p.Co + q * 2 * B, p.Co, nt);
+    if (p.Co % (2 * B))
+      for (int64_t ci = 0; ci < p.Ci; ci += MRW)
+        product_tile<B, MRW, 1, true>(vx + ci, 1, p.Ci, mx + full * 2 * B, p.Co,
+                                      ux + ci * p.Co + full * 2 * B, p.Co, nt);
+  }
+}
 
-template <int B>
-void block_base(const Plan& p, const Args& a, int64_t t0, float* v, float* m) {
-  run_block<B, mr_base<B, 2>(), mr_base<B, 1>()>(p, a, t0, v, m);
-}
+// The level's copies are functions, not lambdas (isa_target.h says why).
+struct BlockFns {
+  void (*conv)(const Plan&, const Args&, int64_t, float*, float*);
+  void (*wgrad)(const Plan&, const float*, const float*, int64_t, float*, float*, float*, float*);
+};
+
+#define TS_WINOGRAD_LEVEL(ATTR, SUFFIX, MR2, MR1, MRW)                                          \
+  template <int B>                                                                               \
+  ATTR void conv_##SUFFIX(const Plan& p, const Args& a, int64_t t0, float* v, float* m) {        \
+    conv_block<B, MR2, MR1>(p, a, t0, v, m);                                                     \
+  }                                                                                              \
+  template <int B>                                                                               \
+  ATTR void wgrad_##SUFFIX(const Plan& p, const float* x, const float* dy, int64_t t0, float* v, \
+                           float* dm, float* du, float* db) {                                    \
+    wgrad_block<B, MRW>(p, x, dy, t0, v, dm, du, db);                                            \
+  }
+TS_WINOGRAD_LEVEL(, base, (mr_base<B, 2>()), (mr_base<B, 1>()), mr_wgrad_base<B>())
 #if TS_X86
-template <int B>
-TS_AVX512 void block_avx512(const Plan& p, const Args& a, int64_t t0, float* v, float* m) {
-  run_block<B, mr_avx512<2>(), mr_avx512<1>()>(p, a, t0, v, m);
-}
+TS_WINOGRAD_LEVEL(TS_AVX512, avx512, mr_avx512<2>(), mr_avx512<1>(), kMrWgradAvx512)
 #if !defined(__AVX2__)
-template <int B>
-TS_AVX2 void block_avx2(const Plan& p, const Args& a, int64_t t0, float* v, float* m) {
-  run_block<B, mr_base<B, 2>(), mr_base<B, 1>()>(p, a, t0, v, m);
-}
+TS_WINOGRAD_LEVEL(TS_AVX2, avx2, (mr_base<B, 2>()), (mr_base<B, 1>()), mr_wgrad_base<B>())
 #endif
 #endif
+#undef TS_WINOGRAD_LEVEL
 
 // The build's baseline code, or a wider level's when the CPU has it on.
 template <int B>
-BlockFn block_for_isa() {
+BlockFns block_fns() {
 #if TS_X86
-  if (cpu_isa() == CpuIsa::Avx512) return &block_avx512<B>;
+  if (cpu_isa() == CpuIsa::Avx512) return {&conv_avx512<B>, &wgrad_avx512<B>};
 #if !defined(__AVX2__)
-  if (cpu_isa() == CpuIsa::Avx2) return &block_avx2<B>;
+  if (cpu_isa() == CpuIsa::Avx2) return {&conv_avx2<B>, &wgrad_avx2<B>};
 #endif
 #endif
-  return &block_base<B>;
+  return {&conv_base<B>, &wgrad_base<B>};
 }
 
 // u[xi] (Args) = (G g G^T)[xi] for each input channel ci and output
@@ -249,51 +337,121 @@ void transform_weights(const Plan& p, const float* w, bool flip, float* u, bool 
   });
 }
 
+// The weight gradient from du = sum over threads of du_t[xi] (Ci x Co):
+// gw[co][ci] = G^T du G, G^T's rows (1, 1/2, 1/2, 0), (0, 1/2, -1/2, 0),
+// (0, 1/2, 1/2, 1).
+void weight_grad(const Plan& p, const float* du, int used, int64_t per_thread, float* gw) {
+  const int64_t cc = p.Ci * p.Co;
+  for (int64_t co = 0; co < p.Co; ++co)
+    for (int64_t ci = 0; ci < p.Ci; ++ci) {
+      float d[4][4];
+      for (int k = 0; k < 16; ++k) {
+        float s = 0.f;
+        for (int t = 0; t < used; ++t) s += du[t * per_thread + k * cc + ci * p.Co + co];
+        d[k / 4][k % 4] = s;
+      }
+      float e[3][4];  // G^T d
+      for (int c = 0; c < 4; ++c) {
+        e[0][c] = d[0][c] + 0.5f * (d[1][c] + d[2][c]);
+        e[1][c] = 0.5f * (d[1][c] - d[2][c]);
+        e[2][c] = 0.5f * (d[1][c] + d[2][c]) + d[3][c];
+      }
+      float* out = gw + (co * p.Ci + ci) * 9;
+      for (int r = 0; r < 3; ++r) {
+        out[r * 3 + 0] = e[r][0] + 0.5f * (e[r][1] + e[r][2]);
+        out[r * 3 + 1] = 0.5f * (e[r][1] - e[r][2]);
+        out[r * 3 + 2] = 0.5f * (e[r][1] + e[r][2]) + e[r][3];
+      }
+    }
+}
+
+// What a kernel computes: the forward, the input gradient (the forward of
+// grad_output with the flipped weight), or the weight (and bias) gradient.
+enum class Mode { Forward, DataGrad, WeightGrad };
+
 class WinogradKernel : public Kernel {
  public:
-  WinogradKernel(const Plan& p, bool data_grad, int threads)
-      : p_(p), data_grad_(data_grad), threads_(std::max(threads, 1)),
-        u_(sizeof(float) * size_t(16 * p.Co * p.Ci)) {
+  WinogradKernel(const Plan& p, Mode mode, int threads)
+      : p_(p), mode_(mode), threads_(std::max(threads, 1)) {
     const int64_t blocks = (p.tiles + p.T - 1) / p.T;
     parallel_ = threads_ > 1 && blocks > 1;
     per_thread_ = 16 * p.T * (p.Ci + p.Co);
+    if (mode == Mode::WeightGrad)
+      per_thread_ += 16 * p.Ci * p.Co + p.Co;  // du and the bias sums
+    else
+      u_ = Buffer(sizeof(float) * size_t(16 * p.Co * p.Ci));
     // Zeroed (Buffer): the last block's rows past its tiles are read by
     // whole register tiles, and their products are never used.
     scratch_ = Buffer(sizeof(float) * size_t(threads_ * per_thread_));
   }
 
   void run(const Tensor* in, Tensor* out) override {
+    const BlockFns f = p_.B == 16 ? block_fns<16>() : block_fns<8>();
+    if (mode_ == Mode::WeightGrad) return run_wgrad(f, in, out);
     if (!out[0].data) return;
+    const bool data = mode_ == Mode::DataGrad;
     Args a{};
     a.x = in[0].as<float>();
     a.u = static_cast<const float*>(u_.data());
-    if (data_grad_) {
-      if (p_.epi == Epilogue::Mask) a.mask = in[1].as<float>();
-    } else if (p_.bias) {
-      a.bias = in[2].as<float>();
-    }
+    if (data && p_.epi == Epilogue::Mask) a.mask = in[1].as<float>();
+    if (!data && p_.bias) a.bias = in[2].as<float>();
     a.y = out[0].as<float>();
-    transform_weights(p_, in[data_grad_ ? 2 : 1].as<float>(), data_grad_,
-                      static_cast<float*>(u_.data()), parallel_ && p_.Co * p_.Ci > 4096);
-    const BlockFn f = p_.B == 16 ? block_for_isa<16>() : block_for_isa<8>();
-    const int64_t blocks = (p_.tiles + p_.T - 1) / p_.T;
-    float* scratch = static_cast<float*>(scratch_.data());
-    parallel_region(parallel_, [&](int t, int nt) {
-      int64_t b, e;
-      split_range(blocks, t, nt, b, e);
-      float* v = scratch + t * per_thread_;
-      float* m = v + 16 * p_.T * p_.Ci;
-      for (int64_t k = b; k < e; ++k) f(p_, a, k * p_.T, v, m);
-    }, threads_);
+    transform_weights(p_, in[data ? 2 : 1].as<float>(), data, static_cast<float*>(u_.data()),
+                      parallel_ && p_.Co * p_.Ci > 4096);
+    for_blocks([&](int64_t t0, float* v) { f.conv(p_, a, t0, v, v + 16 * p_.T * p_.Ci); });
   }
 
  private:
+  // in = (grad_output, x, weight), out = (grad_input, grad_weight, grad_bias).
+  void run_wgrad(const BlockFns& f, const Tensor* in, Tensor* out) {
+    float* gw = out[1].data ? out[1].as<float>() : nullptr;
+    float* gb = p_.bias && out[2].data ? out[2].as<float>() : nullptr;
+    if (!gw && !gb) return;
+    const float* dy = in[0].as<float>();
+    const float* x = in[1].as<float>();
+    const int64_t sums = 16 * p_.T * (p_.Ci + p_.Co);  // du's place in a thread's part
+    float* scratch = static_cast<float*>(scratch_.data());
+    int used = for_blocks([&](int64_t t0, float* v) {
+      f.wgrad(p_, x, dy, t0, v, v + 16 * p_.T * p_.Ci, v + sums, v + sums + 16 * p_.Ci * p_.Co);
+    }, [&](float* v) { std::fill(v + sums, v + per_thread_, 0.f); });
+    if (gw) weight_grad(p_, scratch + sums, used, per_thread_, gw);
+    if (gb)  // threads' sums in thread order
+      for (int64_t o = 0; o < p_.Co; ++o) {
+        float s = 0.f;
+        for (int t = 0; t < used; ++t)
+          s += scratch[t * per_thread_ + sums + 16 * p_.Ci * p_.Co + o];
+        gb[o] = s;
+      }
+  }
+
+  // Runs block(t0, this thread's scratch) for every block of tiles, the
+  // blocks split in order between the threads, each thread calling
+  // start(its scratch) first. Returns the number of threads.
+  template <class F, class S = void (*)(float*)>
+  int for_blocks(F&& block, S&& start = [](float*) {}) {
+    const int64_t blocks = (p_.tiles + p_.T - 1) / p_.T;
+    float* scratch = static_cast<float*>(scratch_.data());
+    int used = 1;
+    parallel_region(parallel_, [&](int t, int nt) {
+      if (t == 0) used = nt;
+      int64_t b, e;
+      split_range(blocks, t, nt, b, e);
+      float* v = scratch + t * per_thread_;
+      start(v);
+      for (int64_t k = b; k < e; ++k) block(k * p_.T, v);
+    }, threads_);
+    return used;
+  }
+
   Plan p_;
-  bool data_grad_;
+  Mode mode_;
   int threads_;
   bool parallel_ = false;
   int64_t per_thread_ = 0;
-  Buffer u_, scratch_;  // per thread: v (16 x T x Ci), then m (16 x T x Co)
+  // u_: the transformed weight (forward, input gradient). Per thread in
+  // scratch_: v (16 x T x Ci), then m (16 x T x Co); for the weight
+  // gradient then du (16 x Ci x Co) and the bias sums (Co).
+  Buffer u_, scratch_;
 };
 
 Plan make_plan(int64_t N, int64_t Ci, int64_t Co, int64_t H, int64_t W, int64_t OH, int64_t OW,
@@ -322,7 +480,7 @@ std::unique_ptr<Kernel> make_winograd_fwd(const ConvGeom& g, Layout layout, bool
   Plan p = make_plan(g.N, g.C, g.O, g.H, g.W, g.OH, g.OW, g.ph, g.pw, layout);
   p.bias = bias;
   p.epi = relu ? Epilogue::Relu : Epilogue::None;
-  return std::make_unique<WinogradKernel>(p, false, threads);
+  return std::make_unique<WinogradKernel>(p, Mode::Forward, threads);
 }
 
 // grad_input = the stride-1 convolution of grad_output (padding 2 - p) with
@@ -331,7 +489,14 @@ std::unique_ptr<Kernel> make_winograd_bwd_data(const ConvGeom& g, Layout layout,
                                                int threads) {
   Plan p = make_plan(g.N, g.O, g.C, g.OH, g.OW, g.H, g.W, 2 - g.ph, 2 - g.pw, layout);
   p.epi = relu_mask ? Epilogue::Mask : Epilogue::None;
-  return std::make_unique<WinogradKernel>(p, true, threads);
+  return std::make_unique<WinogradKernel>(p, Mode::DataGrad, threads);
+}
+
+std::unique_ptr<Kernel> make_winograd_bwd_weight(const ConvGeom& g, Layout layout, bool want_bias,
+                                                 int threads) {
+  Plan p = make_plan(g.N, g.C, g.O, g.H, g.W, g.OH, g.OW, g.ph, g.pw, layout);
+  p.bias = want_bias;
+  return std::make_unique<WinogradKernel>(p, Mode::WeightGrad, threads);
 }
 
 }  // namespace ts

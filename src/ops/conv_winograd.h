@@ -5,11 +5,13 @@
 // direct jit:avx2 kernels reach ~75 % of the AVX2 FMA peak on MNIST's and
 // the ResNet's 3x3 convolutions, which are most of those steps.
 //
-// The forward and the input gradient (a stride-1 convolution of
-// grad_output with the flipped, transposed weight) run here; the weight
-// gradient stays oneDNN's. Each is a candidate beside oneDNN's direct
-// kernel, kept only where it measures faster (kernel_choice.h, candidate
-// name "winograd").
+// The forward, the input gradient (a stride-1 convolution of grad_output
+// with the flipped, transposed weight) and the weight gradient (the
+// backward of the forward's algorithm: per 4x4 Winograd point, a product
+// of the transformed inputs and the transformed grad_output summed over
+// every tile) run here. Each is a candidate beside oneDNN's direct kernel,
+// kept only where it measures faster (kernel_choice.h, candidate name
+// "winograd").
 //
 // Layouts: the activations channel-blocked (nChw8c or nChw16c, as
 // plan_layouts gives a convolution's activations, one block for all ports),
@@ -38,5 +40,10 @@ std::unique_ptr<Kernel> make_winograd_fwd(const ConvGeom& g, Layout layout, bool
 // (trainstep.conv_backward_relu); grad_input may be x's buffer.
 std::unique_ptr<Kernel> make_winograd_bwd_data(const ConvGeom& g, Layout layout, bool relu_mask,
                                                int threads);
+
+// Weight gradient with the same ports; it writes grad_weight, and
+// grad_bias when want_bias (each only where its output is wanted).
+std::unique_ptr<Kernel> make_winograd_bwd_weight(const ConvGeom& g, Layout layout, bool want_bias,
+                                                 int threads);
 
 }  // namespace ts

@@ -66,17 +66,26 @@ LazyChoice choose_kernel_lazily(const std::string& key, const KernelCtx& k,
                                 const std::vector<TensorType>& outs,
                                 const std::vector<LazyCandidate>& candidates);
 
-// A kernel picked by choose_kernel, reporting its choice (bench --profile).
+// A kernel picked by choose_kernel, reporting its choices (bench
+// --profile): one, or one per part it computes (a convolution backward's
+// input and weight gradients).
 class ChosenKernel : public Kernel {
  public:
-  ChosenKernel(std::unique_ptr<Kernel> impl, KernelChoice choice)
-      : impl_(std::move(impl)), choice_(std::move(choice)) {}
+  ChosenKernel(std::unique_ptr<Kernel> impl, KernelChoice choice) : impl_(std::move(impl)) {
+    choices_.push_back(std::move(choice));
+  }
+  ChosenKernel(std::unique_ptr<Kernel> impl, std::vector<KernelChoice> choices)
+      : impl_(std::move(impl)), choices_(std::move(choices)) {}
   void run(const Tensor* in, Tensor* out) override { impl_->run(in, out); }
-  const KernelChoice* choice() const override { return &choice_; }
+  std::vector<const KernelChoice*> choices() const override {
+    std::vector<const KernelChoice*> r;
+    for (const KernelChoice& c : choices_) r.push_back(&c);
+    return r;
+  }
 
  private:
   std::unique_ptr<Kernel> impl_;
-  KernelChoice choice_;
+  std::vector<KernelChoice> choices_;
 };
 
 }  // namespace ts

@@ -96,8 +96,8 @@ class Kernel {
   // in[i].data is nullptr for an absent optional input; out[j].data is
   // nullptr for an output nobody reads (the kernel may skip it).
   virtual void run(const Tensor* in, Tensor* out) = 0;
-  // The implementation picked by measurement when it was built, if any.
-  virtual const KernelChoice* choice() const { return nullptr; }
+  // The implementations picked by measurement when it was built, if any.
+  virtual std::vector<const KernelChoice*> choices() const { return {}; }
 };
 
 // The float32 tile form of a pointwise op, run by the fused elementwise

@@ -44,7 +44,7 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* 
 std::vector<std::pair<const Node*, const KernelChoice*>> Executor::kernel_choices() const {
   std::vector<std::pair<const Node*, const KernelChoice*>> r;
   for (const auto& s : steps_)
-    if (const KernelChoice* c = s.kernel->choice()) r.push_back({s.node, c});
+    for (const KernelChoice* c : s.kernel->choices()) r.push_back({s.node, c});
   return r;
 }
 

@@ -1,7 +1,7 @@
 // The Winograd F(2x2, 3x3) convolution (src/ops/conv_winograd.h) against
 // the double-precision reference at every ISA level, for both channel
-// blocks and thread counts: the forward (bias, relu) and the input gradient
-// (relu mask, written over x); and the convolution ops with it forced and
+// blocks and thread counts: the forward (bias, relu), the input gradient
+// (relu mask, written over x) and the weight and bias gradients; and the convolution ops with it forced and
 // with oneDNN (TRAINSTEP_KERNELS) on blocked activations, so both paths run
 // on any machine.
 #include <gtest/gtest.h>
@@ -123,6 +123,46 @@ TEST(Winograd, InputGradientMatchesDoubleReferenceAtEveryLevel) {
               ASSERT_NEAR(f32(gx)[i], want, tol * (1 + std::fabs(want))) << "grad_input " << i;
             }
           }
+      });
+    }
+  }
+}
+
+// Sums over every output position of every sample (up to ~1000 terms
+// here): the bound grows with their count, as for oneDNN's.
+TEST(Winograd, WeightGradientMatchesDoubleReferenceAtEveryLevel) {
+  std::mt19937 rng(15);
+  for (const ConvCase& c : kCases) {
+    SCOPED_TRACE(name(c));
+    HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+    HostTensor w = random_f32({c.O, c.C, 3, 3}, rng);
+    HostTensor dy = random_f32({c.N, c.O, c.OH(), c.OW()}, rng);
+    Ref r{c, f32(x), f32(w), nullptr, f32(dy)};
+    const double tol = tolerance(double(c.N) * c.OH() * c.OW());
+    for (const ts::Layout layout : layouts_for(c)) {
+      const int64_t B = ts::layout_block(layout);
+      HostTensor dyb = to_blocked(dy, B), xb = to_blocked(x, B);
+      isatest::for_each_isa([&](ts::CpuIsa) {
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(std::string(ts::layout_name(layout)) + " threads " +
+                       std::to_string(threads));
+          auto k = ts::make_winograd_bwd_weight(geom(c), layout, c.bias, threads);
+          HostTensor gw(ts::DType::F32, w.view.shape), gb(ts::DType::F32, {c.O});
+          ts::Tensor in[3] = {dyb.view, xb.view, w.view};
+          ts::Tensor out[3] = {ts::Tensor{}, gw.view, c.bias ? gb.view : ts::Tensor{}};
+          k->run(in, out);
+          for (int64_t o = 0; o < c.O; ++o) {
+            if (c.bias) {
+              ASSERT_NEAR(f32(gb)[o], r.gb(o), tol * (1 + std::fabs(r.gb(o)))) << o;
+            }
+            for (int64_t ci = 0; ci < c.C; ++ci)
+              for (int64_t t = 0; t < 9; ++t) {
+                const double want = r.gw(o, ci, t / 3, t % 3);
+                ASSERT_NEAR(f32(gw)[(o * c.C + ci) * 9 + t], want, tol * (1 + std::fabs(want)))
+                    << "grad_weight " << o << "," << ci << "," << t;
+              }
+          }
+        }
       });
     }
   }

@@ -98,8 +98,8 @@ TEST(SmallGemm, MatmulOpsOnEachForcedKernel) {
     auto run1 = [&](const char* op, const json& attrs,
                     const std::vector<const ts::HostTensor*>& in) {
       OpHarness h(op, attrs, in, 1);
-      const ts::KernelChoice* c = h.kernel().choice();
-      EXPECT_TRUE(c && c->names[c->pick] == kernel) << op;
+      const auto c = h.kernel().choices();
+      EXPECT_TRUE(c.size() == 1 && c[0]->names[c[0]->pick] == kernel) << op;
       return std::move(h.run(in)[0]);
     };
     // trainstep.matmul with each operand stored transposed or not (the
