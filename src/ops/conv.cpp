@@ -584,7 +584,8 @@ std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
     l.dst = port_layout(k.node, true, 0, k.outputs[0]);
     const ConvGeom g = conv_geom(k.node, 0, 1);
     const bool bias = k.node.has_input(2);
-    if (l.src == l.dst && winograd_suits(g, l.src)) return choose_fwd(k, g, l, bias, Relu);
+    if (l.src == l.dst && winograd_suits(g, l.src) && winograd_worth_timing(g))
+      return choose_fwd(k, g, l, bias, Relu);
     return std::make_unique<ConvFwdKernel>(g, l, bias, Relu);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution: ") + e.what());
@@ -843,7 +844,7 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
     const ConvGeom g = conv_geom(k.node, 1, 2);
     if (m[1] && one_channel_wgrad_suits(g, l.dst)) return choose_wgrad(k, g, l, m, RELU);
     if ((m[0] || m[1]) && l.src == l.dst && (!m[0] || l.dsrc == l.dst) &&
-        winograd_suits(g, l.dst))
+        winograd_suits(g, l.dst) && winograd_worth_timing(g))
       return choose_winograd_bwd(k, g, l, m, RELU);
     return std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], RELU);
   } catch (const dnnl::error& e) {

@@ -475,6 +475,11 @@ bool winograd_suits(const ConvGeom& g, Layout layout) {
          g.C % b == 0 && g.O % b == 0 && g.ph <= 2 && g.pw <= 2;
 }
 
+bool winograd_worth_timing(const ConvGeom& g) {
+  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
+  return tiles >= std::max(g.C, g.O);
+}
+
 std::unique_ptr<Kernel> make_winograd_fwd(const ConvGeom& g, Layout layout, bool bias, bool relu,
                                           int threads) {
   Plan p = make_plan(g.N, g.C, g.O, g.H, g.W, g.OH, g.OW, g.ph, g.pw, layout);

@@ -25,9 +25,17 @@
 
 namespace ts {
 
-// Whether both directions of this convolution can run here with the
+// Whether every direction of this convolution can run here with the
 // activations in `layout`.
 bool winograd_suits(const ConvGeom& g, Layout layout);
+
+// Whether it is worth timing against oneDNN: at least as many 2x2 output
+// tiles as channels on either side. Each run transforms the weight and
+// reads the transformed weight (16 x C x O floats) once per block of
+// tiles, so with fewer tiles than that (a deep layer of a small image:
+// torchvision's resnet18 at 64x64 has 64 tiles for 128 channels) it loses
+// by 1.5-10x, and timing it would only slow the compile.
+bool winograd_worth_timing(const ConvGeom& g);
 
 // Forward ports: in = (x, weight, bias?), out = (y). relu: y is
 // relu(convolution), NaN kept as aten.relu keeps it.

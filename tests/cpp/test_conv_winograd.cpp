@@ -184,6 +184,11 @@ TEST(Winograd, SuitsThreeByThreeStrideOneBlocked) {
   EXPECT_FALSE(with([](ts::ConvGeom& g) { g.C = 24; }));  // not whole blocks of 16
   EXPECT_FALSE(with([](ts::ConvGeom& g) { g.ph = 3; }));  // the input gradient's padding < 0
   EXPECT_FALSE(with([](ts::ConvGeom& g) { g.nd = 1; }));
+  // Timed against oneDNN only with at least as many output tiles as channels.
+  ts::ConvGeom g = geom(c);  // 2 x 5 x 5 tiles, 32 and 64 channels
+  EXPECT_FALSE(ts::winograd_worth_timing(g));
+  g.N = 3;
+  EXPECT_TRUE(ts::winograd_worth_timing(g));
 }
 
 // A non-finite input stays non-finite in the outputs that read it (no
@@ -226,6 +231,18 @@ TEST(Winograd, ConvOpsWithEachCandidate) {
   HostTensor x = std::move(run_op("aten.relu.default", json::object(), {&a})[0]);
   Ref r{c, f32(x), f32(w), c.bias ? f32(b) : nullptr, f32(dy)};
   const double tol = 1e-4;
+  // Runs the op, checking that a forced candidate is what every part ran.
+  auto run = [](const char* op, const json& attrs, const std::vector<const HostTensor*>& in,
+                const std::string& kernel) {
+    OpHarness h(op, attrs, in);
+    const auto picks = h.kernel().choices();
+    EXPECT_FALSE(picks.empty()) << op;
+    if (kernel == "measure") return h.run(in);
+    for (const ts::KernelChoice* c : picks) {
+      EXPECT_EQ(c->names[c->pick], kernel) << op << " " << c->key;
+    }
+    return h.run(in);
+  };
   // "measure" times both on scratch tensors (one of them the absent bias).
   for (const char* kernel : {"onednn", "winograd", "measure"}) {
     EnvVar force("TRAINSTEP_KERNELS", kernel);
@@ -241,7 +258,7 @@ TEST(Winograd, ConvOpsWithEachCandidate) {
         attrs["in_layouts"] = {tag, "plain", "plain"};
         attrs["out_layouts"] = {tag};
         // No bias: an absent third input, as a traced program has it.
-        HostTensor y = from_blocked(run_op(op, attrs, {&xb, &w, c.bias ? &b : nullptr})[0], B);
+        HostTensor y = from_blocked(run(op, attrs, {&xb, &w, c.bias ? &b : nullptr}, kernel)[0], B);
         const bool relu = std::string(op) != "aten.convolution.default";
         for (int64_t i = 0; i < y.view.numel(); ++i) {
           const int64_t ow = i % c.OW(), oh = i / c.OW() % c.OH();
@@ -257,7 +274,7 @@ TEST(Winograd, ConvOpsWithEachCandidate) {
         attrs["out_layouts"] = {tag, "plain", "plain"};
         HostTensor xin(ts::DType::F32, xb.view.shape);  // the relu form may overwrite it
         std::memcpy(xin.view.data, xb.view.data, xb.view.nbytes());
-        auto g = run_op(op, attrs, {&dyb, &xin, &w});
+        auto g = run(op, attrs, {&dyb, &xin, &w}, kernel);
         const bool relu = std::string(op) != "aten.convolution_backward.default";
         HostTensor gx = from_blocked(g[0], B);
         for (int64_t i = 0; i < gx.view.numel(); ++i) {
