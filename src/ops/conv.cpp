@@ -760,70 +760,46 @@ class SplitBwdKernel : public Kernel {
   std::unique_ptr<Kernel> weight_, data_;
 };
 
-// A weight gradient oneDNN or conv_wgrad_c1.h can compute: whichever
-// measures faster here (kernel_choice.h) computes it. Only the weight
-// (and bias) gradient is timed; the input gradient is oneDNN's either way.
-std::unique_ptr<Kernel> choose_wgrad(const KernelCtx& k, const ConvGeom& g, const ConvLayouts& l,
-                                     const std::vector<bool>& m, bool relu) {
-  const std::vector<LazyCandidate> cands = {
-      {"onednn", [&]() -> std::unique_ptr<Kernel> {
-         return std::make_unique<ConvBwdKernel>(g, l, false, true, m[2], false);
-       }},
-      {"one_channel", [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }}};
-  const std::string key =
-      "conv_wgrad " + geom_key(g) + " dy=" + layout_name(l.dst) + (m[2] ? " +bias" : "");
-  LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
-  std::unique_ptr<Kernel> pick;
-  if (r.choice.names[r.choice.pick] == "one_channel") {
-    std::unique_ptr<Kernel> data;
-    if (m[0]) data = std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
-    pick = std::make_unique<SplitBwdKernel>(r.built ? std::move(r.built) : cands[1].make(),
-                                            std::move(data));
-  } else {  // the whole backward in one oneDNN kernel, not the timed weight part
-    pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
-  }
-  return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
-}
-
-// The input and weight gradients oneDNN or conv_winograd.h can compute,
-// each by whichever measures faster here (kernel_choice.h). Where both
-// picks are oneDNN's, one oneDNN kernel computes the whole backward (it
-// reorders grad_output once for both), not the two timed parts.
-std::unique_ptr<Kernel> choose_winograd_bwd(const KernelCtx& k, const ConvGeom& g,
-                                            const ConvLayouts& l, const std::vector<bool>& m,
-                                            bool relu) {
+// A convolution backward whose input gradient and/or weight gradient has
+// a candidate of its own beside oneDNN's (conv_winograd.h, conv_wgrad_c1.h;
+// null: oneDNN's only): each part is computed by whichever measures faster
+// here (kernel_choice.h). Where every pick is oneDNN's, one oneDNN kernel
+// computes the whole backward (it reorders grad_output once for both), not
+// the timed parts; otherwise the weight gradient runs first, then the
+// input gradient (which may be written over x).
+std::unique_ptr<Kernel> choose_bwd(const KernelCtx& k, const ConvGeom& g, const ConvLayouts& l,
+                                   const std::vector<bool>& m, bool relu,
+                                   const LazyCandidate* data_alt, const LazyCandidate* weight_alt) {
   const std::string dy = std::string(" dy=") + layout_name(l.dst);
   std::vector<KernelChoice> choices;
-  std::unique_ptr<Kernel> data, weight;  // the parts Winograd won
-  auto choose = [&](const std::string& key, std::vector<LazyCandidate> cands) {
+  auto choose = [&](const std::string& key, const LazyCandidate& onednn,
+                    const LazyCandidate& alt) {
+    const std::vector<LazyCandidate> cands = {onednn, alt};
     LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
-    std::unique_ptr<Kernel> won;
-    if (r.choice.names[r.choice.pick] == "winograd")
-      won = r.built ? std::move(r.built) : cands[1].make();
+    std::unique_ptr<Kernel> won;  // the alternative's kernel, if it won
+    if (r.choice.pick == 1) won = r.built ? std::move(r.built) : alt.make();
     choices.push_back(std::move(r.choice));
     return won;
   };
-  if (m[0])
+  auto onednn_data = [&]() -> std::unique_ptr<Kernel> {
+    return std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
+  };
+  auto onednn_weight = [&]() -> std::unique_ptr<Kernel> {
+    return std::make_unique<ConvBwdKernel>(g, l, false, m[1], m[2], false);
+  };
+  std::unique_ptr<Kernel> data, weight;
+  if (data_alt)
     data = choose("conv_dgrad " + geom_key(g) + dy + (relu ? " +relu_mask" : ""),
-                  {{"onednn", [&]() -> std::unique_ptr<Kernel> {
-                      return std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
-                    }},
-                   {"winograd", [&] { return make_winograd_bwd_data(g, l.dst, relu, k.threads); }}});
-  if (m[1])
+                  {"onednn", onednn_data}, *data_alt);
+  if (weight_alt)
     weight = choose("conv_wgrad " + geom_key(g) + dy + (m[2] ? " +bias" : ""),
-                    {{"onednn", [&]() -> std::unique_ptr<Kernel> {
-                        return std::make_unique<ConvBwdKernel>(g, l, false, true, m[2], false);
-                      }},
-                     {"winograd", [&] {
-                        return make_winograd_bwd_weight(g, l.dst, m[2], k.threads);
-                      }}});
+                    {"onednn", onednn_weight}, *weight_alt);
   std::unique_ptr<Kernel> pick;
   if (!data && !weight) {
     pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
   } else {
-    if (!weight && (m[1] || m[2]))
-      weight = std::make_unique<ConvBwdKernel>(g, l, false, m[1], m[2], false);
-    if (!data && m[0]) data = std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
+    if (!weight && (m[1] || m[2])) weight = onednn_weight();
+    if (!data && m[0]) data = onednn_data();
     pick = std::make_unique<SplitBwdKernel>(std::move(weight), std::move(data));
   }
   return std::make_unique<ChosenKernel>(std::move(pick), std::move(choices));
@@ -842,10 +818,19 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
     l.src = port_layout(k.node, false, 1, k.node.input(1));
     l.dsrc = port_layout(k.node, true, 0, k.node.input(1));
     const ConvGeom g = conv_geom(k.node, 1, 2);
-    if (m[1] && one_channel_wgrad_suits(g, l.dst)) return choose_wgrad(k, g, l, m, RELU);
+    if (m[1] && one_channel_wgrad_suits(g, l.dst)) {
+      const LazyCandidate weight{"one_channel",
+                                 [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }};
+      return choose_bwd(k, g, l, m, RELU, nullptr, &weight);
+    }
     if ((m[0] || m[1]) && l.src == l.dst && (!m[0] || l.dsrc == l.dst) &&
-        winograd_suits(g, l.dst) && winograd_worth_timing(g))
-      return choose_winograd_bwd(k, g, l, m, RELU);
+        winograd_suits(g, l.dst) && winograd_worth_timing(g)) {
+      const LazyCandidate data{"winograd",
+                               [&] { return make_winograd_bwd_data(g, l.dst, RELU, k.threads); }};
+      const LazyCandidate weight{
+          "winograd", [&] { return make_winograd_bwd_weight(g, l.dst, m[2], k.threads); }};
+      return choose_bwd(k, g, l, m, RELU, m[0] ? &data : nullptr, m[1] ? &weight : nullptr);
+    }
     return std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], RELU);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution backward: ") + e.what());

@@ -84,28 +84,25 @@ struct Ref {
   }
 };
 
-// NCHW -> nChw{B}c, and back.
-inline ts::HostTensor to_blocked(const ts::HostTensor& plain, int64_t B) {
-  const ts::Shape& s = plain.view.shape;
+// NCHW <-> nChw{B}c (to_blocked: plain in, blocked out), one index map.
+inline ts::HostTensor reblock(const ts::HostTensor& in, int64_t B, bool to_blocked) {
+  const ts::Shape& s = in.view.shape;
   const int64_t N = s[0], C = s[1], pix = s[2] * s[3];
   ts::HostTensor out(ts::DType::F32, s);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < pix; ++i)
-        out.view.as<float>()[((n * (C / B) + c / B) * pix + i) * B + c % B] =
-            f32(plain)[(n * C + c) * pix + i];
+      for (int64_t i = 0; i < pix; ++i) {
+        const int64_t plain = (n * C + c) * pix + i;
+        const int64_t blocked = ((n * (C / B) + c / B) * pix + i) * B + c % B;
+        out.view.as<float>()[to_blocked ? blocked : plain] = f32(in)[to_blocked ? plain : blocked];
+      }
   return out;
 }
+inline ts::HostTensor to_blocked(const ts::HostTensor& plain, int64_t B) {
+  return reblock(plain, B, true);
+}
 inline ts::HostTensor from_blocked(const ts::HostTensor& blocked, int64_t B) {
-  const ts::Shape& s = blocked.view.shape;
-  const int64_t N = s[0], C = s[1], pix = s[2] * s[3];
-  ts::HostTensor out(ts::DType::F32, s);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < pix; ++i)
-        out.view.as<float>()[(n * C + c) * pix + i] =
-            f32(blocked)[((n * (C / B) + c / B) * pix + i) * B + c % B];
-  return out;
+  return reblock(blocked, B, false);
 }
 
 // The kernels' geometry (ops/conv_transpose.h) of a 2-D case.
