@@ -3,7 +3,7 @@
 // Windows that tile the input (kernel == stride, no padding or dilation, the
 // common 2x2/2 case) take a branch-free fast path with the same results.
 // float64 runs the general path (and its backward); the code pair that the
-// fuse_relu_backward pass makes is float32 only (windows_tile says no).
+// fuse_relu_backward pass makes is float32 only.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -148,40 +148,51 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 }
 
 // The pair the compiler puts in place of relu -> max_pool2d_with_indices and
-// its backward (passes/fuse_relu_backward.h), for windows that tile the
-// input. The forward keeps one byte per window instead of the relu output
-// and int64 indices: bits 0-6 the argmax's offset in the window (row-major,
-// found by the same rule as the general path), bit 7 set when the gradient
-// passes the relu, i.e. unless the window's max is <= 0. The backward
-// scatters grad_output with it: where(x <= 0, 0, max-pool backward).
+// its backward (passes/fuse_relu_backward.h). The forward keeps one byte per
+// window instead of the relu output and int64 indices: bits 0-6 the
+// argmax's offset in the (unclipped) window, row-major, found by the same
+// rule as the general path, bit 7 set when the gradient passes the relu,
+// i.e. unless the window's max is <= 0. The backward scatters grad_output
+// with it: where(x <= 0, 0, max-pool backward). Windows that tile the input
+// into plain values run the kernels above; any other geometry or layout
+// runs pool_code.cpp's.
 
-PoolGeom tiled_geom(const NodeCtx& ctx, const TensorType& x) {
+PoolGeom code_geom(const NodeCtx& ctx, const TensorType& x) {
   if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got " + x.str());
   PoolGeom g = pool_geom(ctx, x);
-  if (!pool_detail::max_pool_tiles(g))
-    ctx.fail("needs windows that tile the input (kernel == stride, no padding or dilation)");
   if (g.kh * g.kw > 128) ctx.fail("windows of more than 128 elements do not fit a byte code");
   return g;
 }
 
-// The input may be channel-blocked (plan_layouts, after a convolution);
-// values and codes are always plain (N, C, OH, OW).
+// The channel count of a rank-4 value (the blocked layouts' planes).
+int64_t channels(const TensorType& x) { return x.shape.size() == 4 ? x.shape[1] : 1; }
+
+// The input and the values may be channel-blocked (plan_layouts, between
+// convolutions); codes are always plain (N, C, OH, OW).
 std::vector<TensorType> infer_code_fwd(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
-  PoolGeom g = tiled_geom(ctx, ctx.input(0));
-  check_layout_ports(ctx, {0}, {});
+  PoolGeom g = code_geom(ctx, ctx.input(0));
+  TensorType y{DType::F32, g.out_shape};
+  check_layout_ports(ctx, {0}, {0});
   port_layout(ctx, false, 0, ctx.input(0));
-  return {{DType::F32, g.out_shape}, {DType::U8, g.out_shape}};
+  port_layout(ctx, true, 0, y);
+  return {y, {DType::U8, g.out_shape}};
 }
 
 std::unique_ptr<Kernel> make_code_fwd(const KernelCtx& k) {
-  PoolGeom g = tiled_geom(k.node, k.node.input(0));
-  const int64_t block = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
-  return make_fn_kernel([g, block](const Tensor* in, Tensor* out) {
+  const TensorType& x = k.node.input(0);
+  PoolGeom g = code_geom(k.node, x);
+  const int64_t block = layout_block(port_layout(k.node, false, 0, x));
+  const int64_t y_block = layout_block(port_layout(k.node, true, 0, k.outputs[0]));
+  const bool fast = pool_detail::max_pool_tiles(g) && y_block == 1;
+  const int64_t C = channels(x);
+  return make_fn_kernel([g, block, y_block, fast, C](const Tensor* in, Tensor* out) {
     float* y = out[0].as<float>();
     uint8_t* code = out[1].as<uint8_t>();
     if (!y || !code) fail("trainstep.max_pool2d_code: both outputs are needed");
-    if (block > 1)
+    if (!fast)
+      pool_detail::max_pool_code_any(g, C, block, y_block, in[0].as<float>(), y, code);
+    else if (block > 1)
       pool_detail::max_pool_blocked_code(g, block, in[0].as<float>(), y, code);
     else
       pool_detail::max_pool_tiled_code(g, in[0].as<float>(), y, code);
@@ -203,22 +214,32 @@ TensorType code_bwd_input(const NodeCtx& ctx) {
 std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
   ctx.expect_inputs(2);
   TensorType x = code_bwd_input(ctx);
-  PoolGeom g = tiled_geom(ctx, x);
+  PoolGeom g = code_geom(ctx, x);
   const TensorType& go = ctx.input(0);
   const TensorType& code = ctx.input(1);
   if (go.dtype != DType::F32 || go.shape != g.out_shape)
     ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
   if (code.dtype != DType::U8 || code.shape != g.out_shape)
     ctx.fail("code must be uint8" + shape_str(g.out_shape) + ", got " + code.str());
-  check_layout_ports(ctx, {}, {0});
+  check_layout_ports(ctx, {0}, {0});
+  port_layout(ctx, false, 0, go);
   port_layout(ctx, true, 0, x);
   return {x};
 }
 
 std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
   const TensorType x = code_bwd_input(k.node);
-  PoolGeom g = tiled_geom(k.node, x);
+  PoolGeom g = code_geom(k.node, x);
   const int64_t block = layout_block(port_layout(k.node, true, 0, x));
+  const int64_t go_block = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
+  if (!pool_detail::max_pool_tiles(g) || go_block > 1) {
+    const int64_t C = channels(x);
+    return make_fn_kernel([g, block, go_block, C](const Tensor* in, Tensor* out) {
+      if (!out[0].data) return;
+      pool_detail::max_pool_code_any_backward(g, C, go_block, block, in[0].as<float>(),
+                                              in[1].as<uint8_t>(), out[0].as<float>());
+    });
+  }
   if (block > 1)
     return make_fn_kernel([g, block](const Tensor* in, Tensor* out) {
       if (!out[0].data) return;
@@ -300,11 +321,6 @@ template void max_pool_general_t<double>(const PoolGeom&, const double*, double*
 
 void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
   max_pool_general_t<float>(g, x, y, idx);
-}
-
-bool windows_tile(const NodeCtx& node, const TensorType& x) {
-  PoolGeom g = pool_geom(node, x);  // throws the node's error for invalid attrs
-  return x.dtype == DType::F32 && max_pool_tiles(g);  // the code kernels are float32
 }
 
 bool max_pool_tiles(const PoolGeom& g) {
@@ -745,13 +761,11 @@ void register_pool_ops(OpRegistry& r) {
             "2-D max pooling over float32 or float64 (N,)C,H,W returning values and int64 flat "
             "h*W+w indices as PyTorch; stride/padding/dilation/ceil_mode",
             infer_fwd, make_fwd};
-  // Becomes trainstep.max_pool2d_code (+ its backward) when the windows
-  // tile the input and a window's offset fits the code's 7 bits.
+  // Becomes trainstep.max_pool2d_code (+ its backward) for float32 when a
+  // window's offset fits the code's 7 bits.
   fwd.relu_backward_fusable = [](const NodeCtx& n, const TensorType& x) {
-    if (!pool_detail::windows_tile(n, x)) return false;
-    int64_t kh, kw;
-    n.attr_pair("kernel_size", kh, kw);
-    return kh * kw <= 128;
+    const pool_detail::PoolGeom g = pool_geom(n, x);  // the node's error for invalid attrs
+    return x.dtype == DType::F32 && g.kh * g.kw <= 128;
   };
   fwd.fuse_role = FuseRole::MaxPool;
   fwd.relu_fused = "trainstep.max_pool2d_code";
@@ -764,19 +778,20 @@ void register_pool_ops(OpRegistry& r) {
   bwd.relu_fused = "trainstep.max_pool2d_code_backward";  // what the where becomes
   r.add(std::move(bwd));
   OpDef code{"trainstep.max_pool2d_code",
-             "max_pool2d of float32 (N,)C,H,W for windows that tile the input, returning the "
-             "values and one uint8 per window (argmax offset, bit 7: max > 0 or NaN) for "
-             "trainstep.max_pool2d_code_backward (created by a compiler pass); the input may be "
-             "channel-blocked (plan_layouts)",
+             "max_pool2d of float32 (N,)C,H,W (windows of at most 128 elements), returning the "
+             "values and one uint8 per window (argmax offset in the window, bit 7: max > 0 or "
+             "NaN) for trainstep.max_pool2d_code_backward (created by a compiler pass); the "
+             "input and the values may be channel-blocked (plan_layouts)",
              infer_code_fwd, make_code_fwd};
-  code.layouts = LayoutCaps{{in_port(0)}, {}, nullptr};
+  code.layouts = LayoutCaps{{in_port(0), out_port(0)}, {}, nullptr};
   r.add(std::move(code));
   OpDef code_bwd{"trainstep.max_pool2d_code_backward",
                  "Gradient of max_pool2d(relu(.)) w.r.t. the relu output from the window codes: "
                  "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a "
-                 "compiler pass); grad_input may be channel-blocked (plan_layouts)",
+                 "compiler pass); grad_output and grad_input may be channel-blocked "
+                 "(plan_layouts); overlapping windows add up",
                  infer_code_bwd, make_code_bwd};
-  code_bwd.layouts = LayoutCaps{{out_port(0)}, {}, nullptr};
+  code_bwd.layouts = LayoutCaps{{in_port(0), out_port(0)}, {}, nullptr};
   r.add(std::move(code_bwd));
 }
 

@@ -41,9 +41,18 @@ void max_pool_blocked_code(const PoolGeom& g, int64_t block, const float* x, flo
 void max_pool_blocked_code_backward(const PoolGeom& g, int64_t block, const float* go,
                                     const uint8_t* code, float* gi);
 
-// Do the windows of a pooling node (its attrs) over input x tile x? Throws
-// the node's error for invalid attrs.
-bool windows_tile(const NodeCtx& node, const TensorType& x);
+// Any geometry (windows that overlap, padding, dilation, ceil_mode) with
+// kh * kw <= 128, x and y each plain (block 1) or channel-blocked (8 or 16;
+// then rank 4 with C channels): values, and codes in plain (N, C, OH, OW)
+// order. A code's offset is the argmax's (row, column) in the unclipped
+// window, found by the general path's rule over the window clipped to the
+// input. Where x and y share a block, the lanes of a block run together.
+void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_block,
+                       const float* x, float* y, uint8_t* code);
+// Its backward: grad_input is 0 but at each window's argmax whose code
+// passes, where grad_output adds up over the windows that share it.
+void max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block, int64_t gi_block,
+                                const float* go, const uint8_t* code, float* gi);
 
 }  // namespace pool_detail
 }  // namespace ts

@@ -118,6 +118,51 @@ TEST(PlanLayouts, BlocksActivationsThatOnlyConvolutionsAndCodePoolingTouch) {
   EXPECT_EQ(planned(chain_fn(8), 8)["a"], "nChw8c");
 }
 
+// torchvision's ResNet stem: conv -> relu -> 3x3/2 pool (padding 1, as the
+// code pair) -> conv, and the backward through all of it.
+std::string stem_fn() {
+  const std::string pool =
+      R"({"ceil_mode":false,"dilation":[1,1],"kernel_size":[3,3],"padding":[1,1],"stride":[2,2])";
+  return "func f(%x: float32[2, 3, 9, 9] {role=input}, %w1: float32[16, 3, 3, 3] {role=input, "
+         "index=1}, %w2: float32[16, 16, 3, 3] {role=input, index=2}, %dy: float32[2, 16, 5, 5] "
+         "{role=input, index=3}) {\n"
+         "  %a = trainstep.conv2d_relu(%x, %w1) " + kConv + "}\n"
+         "  %p, %code = trainstep.max_pool2d_code(%a) " + pool + "}\n"
+         "  %b = aten.convolution.default(%p, %w2) " + kConv + "}\n"
+         "  %gp, %gw2, %gb2 = aten.convolution_backward.default(%dy, %p, %w2) " + kConv +
+         ",\"bias_sizes\":[16],\"output_mask\":[true,true,true]}\n"
+         "  %ga = trainstep.max_pool2d_code_backward(%gp, %code) " + pool + ",\"input_size\":[9,9]}\n"
+         "  _, %gw1, %gb1 = aten.convolution_backward.default(%ga, %x, %w1) " + kConv +
+         ",\"bias_sizes\":[16],\"output_mask\":[false,true,true]}\n"
+         "  return %b {role=output}, %gw2 {role=output, index=1}, %gb2 {role=output, index=2}, "
+         "%gw1 {role=output, index=3}, %gb1 {role=output, index=4}\n}\n";
+}
+
+TEST(PlanLayouts, AnOverlappingCodePoolKeepsBothSidesBlocked) {
+  for (int64_t block : {8, 16}) {
+    const std::string name = block == 16 ? "nChw16c" : "nChw8c";
+    auto l = planned(stem_fn(), block);
+    for (const char* v : {"a", "p", "gp", "ga"}) EXPECT_EQ(l[v], name) << v;
+    EXPECT_EQ(l["code"], "plain");
+  }
+  // And computes what the plain program does (oneDNN's convolutions in
+  // both; the pool's values and the backward's scatter are exact).
+  EnvVar onednn("TRAINSTEP_KERNELS", "onednn");
+  std::mt19937 rng(23);
+  HostTensor x = random_f32({2, 3, 9, 9}, rng), w1 = random_f32({16, 3, 3, 3}, rng),
+             w2 = random_f32({16, 16, 3, 3}, rng, -0.3f, 0.3f), dy = random_f32({2, 16, 5, 5}, rng);
+  const std::vector<const HostTensor*> in = {&x, &w1, &w2, &dy};
+  auto want = run_fn(stem_fn(), 1, in);
+  for (int64_t block : {8, 16}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    auto got = run_fn(stem_fn(), block, in);
+    for (int i = 0; i < 5; ++i) {
+      SCOPED_TRACE("output " + std::to_string(i));
+      EXPECT_EQ(0, std::memcmp(got[i].view.data, want[i].view.data, want[i].view.nbytes()));
+    }
+  }
+}
+
 TEST(PlanLayouts, KeepsPlainWhatOtherOpsOrTheCallerSee) {
   // 12 channels are not a multiple of 8 or 16.
   for (auto& [v, l] : planned(chain_fn(12), 8)) EXPECT_EQ(l, "plain") << v;
@@ -160,6 +205,9 @@ TEST(PlanLayouts, KeepsTransposedConvolutionsPlain) {
 // primitives are the same and only the reorders around them go away. With
 // a NaN in the input (the NaN-safe convolution path) and zeros (relu ties).
 TEST(PlanLayouts, BlockedProgramComputesWhatThePlainOneDoes) {
+  // oneDNN's convolutions in both: a measured Winograd pick (blocked
+  // activations only) would round otherwise.
+  EnvVar onednn("TRAINSTEP_KERNELS", "onednn");
   std::mt19937 rng(11);
   for (int64_t block : {8, 16}) {
     SCOPED_TRACE("block " + std::to_string(block));
@@ -393,6 +441,7 @@ TEST(PlanLayouts, BlocksThroughASpatialMeanAndItsExpandedGradient) {
 // mean's sums have a loop per level): the mean adds in another order, so
 // it agrees to rounding; the expand and the backward are exact.
 TEST(PlanLayouts, BlockedSpatialMeanComputesWhatThePlainOneDoes) {
+  EnvVar onednn("TRAINSTEP_KERNELS", "onednn");  // as above
   isatest::for_each_isa([](ts::CpuIsa) {
     for (bool keepdim : {true, false}) {
       SCOPED_TRACE(keepdim ? "keepdim" : "no keepdim");

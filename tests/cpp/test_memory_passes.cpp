@@ -84,6 +84,13 @@ std::string pool_fn(const std::string& x, const std::string& g, const std::strin
 TEST(FuseReluBackward, ReplacesThePairByTheCodePair) {
   ts::Function f = ts::parse_function(pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs));
   ts::fuse_relu_backward(f);
+  // Overlapping, padded windows too (torchvision's ResNet stem).
+  const std::string stem =
+      R"({"ceil_mode":false,"dilation":[1,1],"kernel_size":[3,3],"padding":[1,1],"stride":[2,2]})";
+  ts::Function s = ts::parse_function(pool_fn("1, 2, 8, 8", "1, 2, 4, 4", stem));
+  ts::fuse_relu_backward(s);
+  EXPECT_NE(ts::print_function(s).find("trainstep.max_pool2d_code_backward"), std::string::npos)
+      << ts::print_function(s);
   const std::string bwd_attrs =
       R"({"ceil_mode":false,"dilation":[1,1],"input_size":[4,6],"kernel_size":[2,2],"padding":[0,0],"stride":[]})";
   EXPECT_EQ(ts::print_function(f),
@@ -93,13 +100,14 @@ TEST(FuseReluBackward, ReplacesThePairByTheCodePair) {
             "  return %y {role=output}, %p.0 {role=output, index=1}\n}\n");
 }
 
-TEST(FuseReluBackward, LeavesOverlappingWindowsAndSharedValuesAlone) {
-  const std::string overlap =
-      R"({"ceil_mode":false,"dilation":[1,1],"kernel_size":[2,2],"padding":[0,0],"stride":[1,1]})";
+TEST(FuseReluBackward, LeavesWideWindowsAndSharedValuesAlone) {
+  // A window of more than 128 elements has no byte code.
+  const std::string wide =
+      R"({"ceil_mode":false,"dilation":[1,1],"kernel_size":[12,12],"padding":[0,0],"stride":[1,1]})";
   auto unchanged = [](const std::string& text) {
     EXPECT_EQ(run_pass(ts::fuse_relu_backward, text), run_pass([](ts::Function&) {}, text));
   };
-  unchanged(pool_fn("1, 2, 4, 6", "1, 2, 3, 5", overlap));
+  unchanged(pool_fn("1, 2, 12, 13", "1, 2, 1, 2", wide));
   // The scattered gradient, or the indices, are read elsewhere too.
   unchanged(pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs, "", ", %pb {role=output, index=2}"));
   unchanged(pool_fn("1, 2, 4, 6", "1, 2, 2, 3", kPoolAttrs, "", ", %p.1 {role=output, index=2}"));
@@ -107,15 +115,23 @@ TEST(FuseReluBackward, LeavesOverlappingWindowsAndSharedValuesAlone) {
 
 // The code pair equals max_pool2d_with_indices, and where(x <= 0, 0,
 // pool_backward(g, x, indices)), run with the unfused ops: on ties, zeros,
-// negatives, NaN, -inf and remainder rows/columns no window covers.
+// negatives, NaN, -inf and remainder rows/columns no window covers; windows
+// that tile, and (from case 24) windows that overlap, pad or dilate.
 TEST(MaxPoolCode, MatchesTheUnfusedOps) {
   isatest::for_each_isa([](ts::CpuIsa) {
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     std::mt19937 rng(5);
-    for (int t = 0; t < 24; ++t) {
+    for (int t = 0; t < 36; ++t) {
       const int64_t k = 1 + t % 3, H = k * (1 + t % 4) + t % k, W = k * (2 + t % 5) + (t / 3) % k;
       json attrs = {{"kernel_size", {k, k}}, {"stride", json::array()}, {"padding", {0, 0}},
                     {"dilation", {1, 1}}, {"ceil_mode", false}};
+      if (t >= 24) {
+        const int64_t s = 1 + t % 2, p = (t / 2) % 2 ? k / 2 : 0, d = t % 5 == 0 ? 2 : 1;
+        attrs["stride"] = {s, s};
+        attrs["padding"] = {p, p};
+        attrs["dilation"] = {d, d};
+        attrs["ceil_mode"] = t % 3 == 0;
+      }
       HostTensor x = random_f32({2, 3, H, W}, rng);
       for (int64_t i = 0; i < x.view.numel(); ++i) {
         float& v = x.view.as<float>()[i];
@@ -139,13 +155,13 @@ TEST(MaxPoolCode, MatchesTheUnfusedOps) {
     }
   });
   std::mt19937 rng(5);
-  HostTensor x = random_f32({1, 1, 4, 4}, rng);
+  HostTensor x = random_f32({1, 1, 12, 12}, rng);
   EXPECT_NE(error_of([&] {
               run_op("trainstep.max_pool2d_code",
-                     {{"kernel_size", {2, 2}}, {"stride", {1, 1}}, {"padding", {0, 0}},
+                     {{"kernel_size", {12, 12}}, {"stride", {1, 1}}, {"padding", {0, 0}},
                       {"dilation", {1, 1}}, {"ceil_mode", false}},
                      {&x});
-            }).find("needs windows that tile the input"),
+            }).find("windows of more than 128 elements do not fit a byte code"),
             std::string::npos);
 }
 

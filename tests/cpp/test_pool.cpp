@@ -7,6 +7,7 @@
 
 #include "isa_levels.h"
 #include "op_test_util.h"
+#include "conv_ref.h"
 #include "ops/pool.h"
 
 using namespace ts_test;
@@ -234,4 +235,69 @@ TEST(MaxPool, TiledFastPathMatchesGeneralPath) {
   EXPECT_FALSE(pd::max_pool_tiles(h));
   h = g, h.W = 5;  // ceil mode: last window would be clipped
   EXPECT_FALSE(pd::max_pool_tiles(h));
+}
+
+// The code pair's kernels for any geometry and layout (pool_code.cpp)
+// against the general path: the same values bit for bit (NaN, ties and
+// -inf included), codes that name the general path's argmax, and a
+// backward that adds grad_output at each passing argmax in output order.
+TEST(MaxPoolCode, AnyGeometryAndLayoutMatchTheGeneralPath) {
+  namespace pd = ts::pool_detail;
+  std::mt19937 rng(41);
+  auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int t = 0; t < 40; ++t) {
+    PoolCase c{2, 16, r(3, 11), r(3, 11), r(1, 3), r(1, 3), r(1, 3), r(1, 3), 0, 0, r(1, 2), r(1, 2),
+               t % 3 == 0};
+    if (t == 0) c = {2, 16, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, false};  // torchvision's ResNet stem
+    c.ph = r(0, c.kh / 2), c.pw = r(0, c.kw / 2);
+    pd::PoolGeom g{};
+    g.planes = c.N * c.C, g.H = c.H, g.W = c.W, g.kh = c.kh, g.kw = c.kw, g.sh = c.sh, g.sw = c.sw;
+    g.ph = c.ph, g.pw = c.pw, g.dh = c.dh, g.dw = c.dw;
+    g.OH = ref_out(c.H, c.kh, c.ph, c.sh, c.dh, c.ceil), g.OW = ref_out(c.W, c.kw, c.pw, c.sw, c.dw, c.ceil);
+    if (g.OH < 1 || g.OW < 1) continue;
+    SCOPED_TRACE("case " + std::to_string(t) + ": " + c.attrs().dump());
+    HostTensor x(DType::F32, {c.N, c.C, c.H, c.W}), go(DType::F32, {c.N, c.C, g.OH, g.OW});
+    for (int64_t i = 0; i < x.view.numel(); ++i) {
+      float v = std::uniform_real_distribution<float>(-1, 1)(rng);
+      if (t % 4 == 1) v = std::round(v * 2);  // ties and zeros
+      if (t % 4 >= 2 && r(0, 5) == 0) v = -inf;
+      if (t % 4 == 3 && r(0, 7) == 0) v = nan;
+      x.view.as<float>()[i] = v;
+    }
+    for (int64_t i = 0; i < go.view.numel(); ++i)
+      go.view.as<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
+    const int64_t no = go.view.numel();
+    std::vector<float> y_ref(no);
+    std::vector<int64_t> idx(no);
+    pd::max_pool_general(g, f32(x), y_ref.data(), idx.data());
+    std::vector<uint8_t> code_ref(no);
+    HostTensor gi_ref(DType::F32, x.view.shape);
+    for (int64_t o = 0; o < no; ++o) {
+      const int64_t p = o / (g.OH * g.OW), oh = o / g.OW % g.OH, ow = o % g.OW;
+      const int64_t h = idx[o] / g.W, w = idx[o] % g.W;
+      const int64_t i = (h - (oh * g.sh - g.ph)) / g.dh, j = (w - (ow * g.sw - g.pw)) / g.dw;
+      const bool pass = !(y_ref[o] <= 0.f);
+      code_ref[o] = static_cast<uint8_t>(i * g.kw + j + (pass ? pd::kCodePass : 0));
+      if (pass) gi_ref.view.as<float>()[p * g.H * g.W + idx[o]] += f32(go)[o];
+    }
+    for (int64_t xb : {1, 8, 16})
+      for (int64_t yb : {1, 8, 16}) {
+        SCOPED_TRACE("blocks " + std::to_string(xb) + " " + std::to_string(yb));
+        HostTensor xin = to_blocked(x, xb);  // block 1: a plain copy
+        HostTensor y(DType::F32, go.view.shape);
+        std::vector<uint8_t> code(no);
+        pd::max_pool_code_any(g, c.C, xb, yb, f32(xin), y.view.as<float>(), code.data());
+        HostTensor yp = from_blocked(y, yb);
+        ASSERT_EQ(0, std::memcmp(f32(yp), y_ref.data(), no * 4));
+        ASSERT_EQ(code, code_ref);
+        // The backward, grad_output in xb's layout, grad_input in yb's.
+        HostTensor gin = to_blocked(go, xb);
+        HostTensor gi(DType::F32, x.view.shape);
+        std::fill(gi.view.as<float>(), gi.view.as<float>() + gi.view.numel(), nan);  // all written
+        pd::max_pool_code_any_backward(g, c.C, xb, yb, f32(gin), code.data(), gi.view.as<float>());
+        HostTensor gp = from_blocked(gi, yb);
+        ASSERT_EQ(0, std::memcmp(f32(gp), f32(gi_ref), gi.view.nbytes()));
+      }
+  }
 }

@@ -1,5 +1,6 @@
 """The max-pool code pair that fuse_relu_backward makes from
-relu -> max_pool2d_with_indices and its backward (windows that tile).
+relu -> max_pool2d_with_indices and its backward (windows that tile, and
+windows that overlap, pad or dilate: torchvision's ResNet stem).
 
 Oracle: the aten ops the pass replaces, run in torch. The whole backward
 program (pool, grad, pool backward, le, where) runs unchanged in plain mode
@@ -12,12 +13,18 @@ CODE = "trainstep.max_pool2d_code"
 CODE_BWD = "trainstep.max_pool2d_code_backward"
 
 
-def _pool_attrs(k):
-    return dict(kernel_size=[k, k], stride=[], padding=[0, 0], dilation=[1, 1], ceil_mode=False)
+def _pool_attrs(k, stride=None, padding=0, dilation=1, ceil_mode=False):
+    return dict(kernel_size=[k, k], stride=[stride, stride] if stride else [],
+                padding=[padding, padding], dilation=[dilation, dilation], ceil_mode=ceil_mode)
 
 
-def _backward_program(x_shape, k, kind="normal"):
-    a = _pool_attrs(k)
+# Windows that do not tile: (kernel, stride, padding, dilation, ceil_mode).
+OVERLAP = [(3, 2, 1, 1, False), (3, 1, 1, 1, False), (2, 1, 0, 1, False), (3, 2, 1, 2, True),
+           (2, 3, 1, 1, True)]
+
+
+def _backward_program(x_shape, k, kind="normal", **geom):
+    a = _pool_attrs(k, **geom)
     return Program(
         {"a": In(x_shape, kind=kind)},
         [Node("aten.relu.default", ["a"]),
@@ -43,9 +50,18 @@ def cases():
     for label in (CODE, CODE_BWD):
         out.append(Case(label, _backward_program((1, 2, 6, 8), 2, kind="special"),
                         expect_ops={"opt": [CODE, CODE_BWD]}))
-    # Overlapping windows have no byte code; the pass leaves them alone.
-    out.append(neg_case(CODE, In((1, 1, 4, 4)), kernel_size=[2, 2], stride=[1, 1], padding=[0, 0],
-                        dilation=[1, 1], ceil_mode=False,
-                        error="needs windows that tile the input (kernel == stride, no padding or dilation)",
+    # Overlapping, padded and dilated windows: where windows share an
+    # element, its gradients add up.
+    for k, s, p, d, c in OVERLAP:
+        geom = dict(stride=s, padding=p, dilation=d, ceil_mode=c)
+        out.append(op_case(CODE, In((2, 3, 9, 10)), **_pool_attrs(k, **geom)))
+        for kind in ("normal", "special"):
+            for label in (CODE, CODE_BWD):
+                out.append(Case(label, _backward_program((2, 3, 9, 10), k, kind=kind, **geom),
+                                expect_ops={"opt": [CODE, CODE_BWD]}))
+    # A window of more than 128 elements has no byte code.
+    out.append(neg_case(CODE, In((1, 1, 12, 12)), kernel_size=[12, 12], stride=[1, 1],
+                        padding=[0, 0], dilation=[1, 1], ceil_mode=False,
+                        error="windows of more than 128 elements do not fit a byte code",
                         unsupported="a compiler-made op without a torch counterpart"))
     return out

@@ -289,14 +289,19 @@ def _ref_fused(args, attrs):
 
 
 def _ref_pool_code(args, attrs):
-    """Values, and per window: argmax offset | 0x80 unless the max is <= 0."""
+    """Values, and per window: the argmax's offset in the (unclipped) window,
+    row-major, | 0x80 unless the max is <= 0."""
     (x,) = args
     kh, kw = attrs["kernel_size"]
-    y, idx = torch.ops.aten.max_pool2d_with_indices.default(x, [kh, kw], [kh, kw])
+    sh, sw = attrs.get("stride") or [kh, kw]
+    ph, pw = attrs.get("padding", [0, 0])
+    dh, dw = attrs.get("dilation", [1, 1])
+    y, idx = torch.ops.aten.max_pool2d_with_indices.default(
+        x, [kh, kw], [sh, sw], [ph, pw], [dh, dw], attrs.get("ceil_mode", False))
     W = x.shape[-1]
     oh = torch.arange(y.shape[-2]).view(-1, 1)
     ow = torch.arange(y.shape[-1]).view(1, -1)
-    off = (idx // W - oh * kh) * kw + (idx % W - ow * kw)
+    off = (idx // W - (oh * sh - ph)) // dh * kw + (idx % W - (ow * sw - pw)) // dw
     return y, (off + 128 * (~(y <= 0)).to(torch.int64)).to(torch.uint8)
 
 

@@ -1,0 +1,172 @@
+// trainstep.max_pool2d_code and its backward for any window geometry and
+// any layouts of the values (pool.h): the torchvision ResNet stem's 3x3,
+// stride-2, padding-1 pool after a relu, between channel-blocked
+// convolutions. Windows that tile a plain or blocked input into plain
+// values keep pool.cpp's faster kernels.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "ops/parallel.h"
+#include "ops/pool.h"
+
+namespace ts {
+namespace pool_detail {
+namespace {
+
+// Where plane p (of N * C) of a rank-4 value starts, and its element step:
+// plain, or channel-blocked (lane c % block of block c / block).
+struct PlaneAt {
+  int64_t base, step;
+};
+PlaneAt plane_at(int64_t p, int64_t C, int64_t hw, int64_t block) {
+  if (block == 1) return {p * hw, 1};
+  const int64_t n = p / C, c = p % C;
+  return {(n * (C / block) + c / block) * hw * block + c % block, block};
+}
+
+// The window of output (oh, ow): its unclipped origin, and the range of
+// its row and column indices i, j inside the input.
+struct Window {
+  int64_t h0, w0, i0, i1, j0, j1;
+};
+Window window(const PoolGeom& g, int64_t oh, int64_t ow) {
+  Window r;
+  r.h0 = oh * g.sh - g.ph, r.w0 = ow * g.sw - g.pw;
+  auto range = [](int64_t a0, int64_t d, int64_t k, int64_t n, int64_t& lo, int64_t& hi) {
+    lo = a0 >= 0 ? 0 : (-a0 + d - 1) / d;           // first index with a0 + i*d >= 0
+    hi = std::min<int64_t>(k, n - a0 <= 0 ? 0 : (n - a0 + d - 1) / d);  // a0 + i*d < n
+  };
+  range(r.h0, g.dh, g.kh, g.H, r.i0, r.i1);
+  range(r.w0, g.dw, g.kw, g.W, r.j0, r.j1);
+  return r;
+}
+
+uint8_t code_of(int64_t offset, float max) {
+  return static_cast<uint8_t>(offset | (max <= 0.f ? 0 : kCodePass));  // NaN passes
+}
+
+// The values and codes of one plane (L = 1; elements xs and ys apart) or
+// of the L lanes of one channel block (x and y both blocked by L: a lane
+// per channel, as one vector).
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<1> {
+  typedef float F;
+  typedef int32_t I;
+};
+template <>
+struct Lanes<8> {
+  typedef float F __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+};
+template <>
+struct Lanes<16> {
+  typedef float F __attribute__((vector_size(64)));
+  typedef int32_t I __attribute__((vector_size(64)));
+};
+
+template <int L>
+void pool_lanes(const PoolGeom& g, const float* x, int64_t xs, float* y, int64_t ys,
+                uint8_t* const* code) {
+  using F = typename Lanes<L>::F;
+  using I = typename Lanes<L>::I;
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const Window wd = window(g, oh, ow);
+      F best = F{} - std::numeric_limits<float>::infinity();
+      I at = I{} + static_cast<int32_t>(wd.i0 * g.kw + wd.j0);
+      for (int64_t i = wd.i0; i < wd.i1; ++i)
+        for (int64_t j = wd.j0; j < wd.j1; ++j) {
+          F v;
+          std::memcpy(&v, x + ((wd.h0 + i * g.dh) * g.W + wd.w0 + j * g.dw) * xs, sizeof v);
+          // The general path's rule: a larger value, or any NaN, replaces the max.
+          const auto take = (v > best) | (v != v);
+          best = take ? v : best;
+          at = take ? I{} + static_cast<int32_t>(i * g.kw + j) : at;
+        }
+      const int64_t o = oh * g.OW + ow;
+      if constexpr (L == 1) {
+        y[o * ys] = best;
+        code[0][o] = code_of(at, best);
+      } else {
+        std::memcpy(y + o * ys, &best, sizeof best);
+        for (int l = 0; l < L; ++l) code[l][o] = code_of(at[l], best[l]);
+      }
+    }
+}
+
+template <int L>
+void unpool_lanes(const PoolGeom& g, const float* go, int64_t gs, const uint8_t* const* code,
+                  float* gi, int64_t is) {
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const int64_t o = oh * g.OW + ow;
+      for (int l = 0; l < L; ++l) {
+        const int c = code[l][o];
+        if (!(c & kCodePass)) continue;
+        const int64_t a = c & (kCodePass - 1), i = a / g.kw, j = a % g.kw;
+        const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
+        gi[(h * g.W + w) * is + l] += go[o * gs + l];
+      }
+    }
+}
+
+}  // namespace
+
+void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_block,
+                       const float* x, float* y, uint8_t* code) {
+  const int64_t in = g.H * g.W, out = g.OH * g.OW;
+  if (x_block == y_block && x_block > 1) {  // whole blocks: lanes side by side
+    const int64_t B = x_block;
+    parallel_for(g.planes / B, true, [&](int64_t b) {
+      const int64_t p0 = b * B;  // planes p0 .. p0 + B: one block
+      uint8_t* codes[16];
+      for (int64_t l = 0; l < B; ++l) codes[l] = code + (p0 + l) * out;
+      const PlaneAt xa = plane_at(p0, C, in, B), ya = plane_at(p0, C, out, B);
+      if (B == 16)
+        pool_lanes<16>(g, x + xa.base, 16, y + ya.base, 16, codes);
+      else
+        pool_lanes<8>(g, x + xa.base, 8, y + ya.base, 8, codes);
+    });
+    return;
+  }
+  parallel_for(g.planes, true, [&](int64_t p) {
+    uint8_t* codes[1] = {code + p * out};
+    const PlaneAt xa = plane_at(p, C, in, x_block), ya = plane_at(p, C, out, y_block);
+    pool_lanes<1>(g, x + xa.base, xa.step, y + ya.base, ya.step, codes);
+  });
+}
+
+void max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block, int64_t gi_block,
+                                const float* go, const uint8_t* code, float* gi) {
+  const int64_t in = g.H * g.W, out = g.OH * g.OW, n = g.planes * in;
+  parallel_for((n + 4095) / 4096, true, [&](int64_t k) {
+    std::fill(gi + k * 4096, gi + std::min(n, (k + 1) * 4096), 0.f);
+  });
+  if (go_block == gi_block && go_block > 1) {
+    const int64_t B = go_block;
+    parallel_for(g.planes / B, true, [&](int64_t b) {
+      const int64_t p0 = b * B;
+      const uint8_t* codes[16];
+      for (int64_t l = 0; l < B; ++l) codes[l] = code + (p0 + l) * out;
+      const PlaneAt ga = plane_at(p0, C, out, B), ia = plane_at(p0, C, in, B);
+      if (B == 16)
+        unpool_lanes<16>(g, go + ga.base, 16, codes, gi + ia.base, 16);
+      else
+        unpool_lanes<8>(g, go + ga.base, 8, codes, gi + ia.base, 8);
+    });
+    return;
+  }
+  // One plane per task: planes never share an element, so tasks never
+  // write the same float.
+  parallel_for(g.planes, true, [&](int64_t p) {
+    const uint8_t* codes[1] = {code + p * out};
+    const PlaneAt ga = plane_at(p, C, out, go_block), ia = plane_at(p, C, in, gi_block);
+    unpool_lanes<1>(g, go + ga.base, ga.step, codes, gi + ia.base, ia.step);
+  });
+}
+
+}  // namespace pool_detail
+}  // namespace ts
