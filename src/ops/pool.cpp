@@ -234,10 +234,14 @@ std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
   const int64_t go_block = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
   if (!pool_detail::max_pool_tiles(g) || go_block > 1) {
     const int64_t C = channels(x);
-    return make_fn_kernel([g, block, go_block, C](const Tensor* in, Tensor* out) {
+    const std::string where = "node '" + k.node.node() + "' (" + k.node.op() + ")";
+    return make_fn_kernel([g, block, go_block, C, where](const Tensor* in, Tensor* out) {
       if (!out[0].data) return;
-      pool_detail::max_pool_code_any_backward(g, C, go_block, block, in[0].as<float>(),
-                                              in[1].as<uint8_t>(), out[0].as<float>());
+      const int64_t bad = pool_detail::max_pool_code_any_backward(
+          g, C, go_block, block, in[0].as<float>(), in[1].as<uint8_t>(), out[0].as<float>());
+      if (bad)
+        fail(where + ": " + std::to_string(bad) + " window codes name no element of the input "
+             "(input 1 must be the codes trainstep.max_pool2d_code made)");
     });
   }
   if (block > 1)

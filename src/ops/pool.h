@@ -50,9 +50,12 @@ void max_pool_blocked_code_backward(const PoolGeom& g, int64_t block, const floa
 void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_block,
                        const float* x, float* y, uint8_t* code);
 // Its backward: grad_input is 0 but at each window's argmax whose code
-// passes, where grad_output adds up over the windows that share it.
-void max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block, int64_t gi_block,
-                                const float* go, const uint8_t* code, float* gi);
+// passes, where grad_output adds up over the windows that share it. Returns
+// how many passing codes named no element of the input (a program's bytes:
+// those are skipped, and the caller fails).
+int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block,
+                                   int64_t gi_block, const float* go, const uint8_t* code,
+                                   float* gi);
 
 }  // namespace pool_detail
 }  // namespace ts

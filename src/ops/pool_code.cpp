@@ -4,6 +4,7 @@
 // convolutions. Windows that tile a plain or blocked input into plain
 // values keep pool.cpp's faster kernels.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -97,20 +98,42 @@ void pool_lanes(const PoolGeom& g, const float* x, int64_t xs, float* y, int64_t
     }
 }
 
+// Where code offset a lies from its window's origin: rows di[a], columns
+// dj[a]; far outside for an offset past the window (a program can pass any
+// bytes as codes, so every target is checked against the input).
+struct CodeSteps {
+  int64_t di[128], dj[128];
+  explicit CodeSteps(const PoolGeom& g) {
+    for (int64_t a = 0; a < 128; ++a) {
+      const bool in = a < g.kh * g.kw;
+      di[a] = in ? a / g.kw * g.dh : -(int64_t(1) << 40);
+      dj[a] = in ? a % g.kw * g.dw : 0;
+    }
+  }
+};
+
+// grad_input += grad_output at each passing argmax: one plane (L = 1), or
+// the L lanes of one block. Returns the number of passing codes that name
+// no element of the input (skipped).
 template <int L>
-void unpool_lanes(const PoolGeom& g, const float* go, int64_t gs, const uint8_t* const* code,
-                  float* gi, int64_t is) {
+int64_t unpool_lanes(const PoolGeom& g, const float* go, int64_t gs, const uint8_t* const* code,
+                     const CodeSteps& cs, float* gi, int64_t is) {
+  int64_t bad = 0;
   for (int64_t oh = 0; oh < g.OH; ++oh)
     for (int64_t ow = 0; ow < g.OW; ++ow) {
-      const int64_t o = oh * g.OW + ow;
+      const int64_t o = oh * g.OW + ow, h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
       for (int l = 0; l < L; ++l) {
         const int c = code[l][o];
         if (!(c & kCodePass)) continue;
-        const int64_t a = c & (kCodePass - 1), i = a / g.kw, j = a % g.kw;
-        const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
+        const int64_t h = h0 + cs.di[c & (kCodePass - 1)], w = w0 + cs.dj[c & (kCodePass - 1)];
+        if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
+          ++bad;
+          continue;
+        }
         gi[(h * g.W + w) * is + l] += go[o * gs + l];
       }
     }
+  return bad;
 }
 
 }  // namespace
@@ -139,9 +162,12 @@ void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_
   });
 }
 
-void max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block, int64_t gi_block,
-                                const float* go, const uint8_t* code, float* gi) {
+int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block,
+                                   int64_t gi_block, const float* go, const uint8_t* code,
+                                   float* gi) {
   const int64_t in = g.H * g.W, out = g.OH * g.OW, n = g.planes * in;
+  const CodeSteps cs(g);
+  std::atomic<int64_t> bad{0};
   parallel_for((n + 4095) / 4096, true, [&](int64_t k) {
     std::fill(gi + k * 4096, gi + std::min(n, (k + 1) * 4096), 0.f);
   });
@@ -152,20 +178,19 @@ void max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block, 
       const uint8_t* codes[16];
       for (int64_t l = 0; l < B; ++l) codes[l] = code + (p0 + l) * out;
       const PlaneAt ga = plane_at(p0, C, out, B), ia = plane_at(p0, C, in, B);
-      if (B == 16)
-        unpool_lanes<16>(g, go + ga.base, 16, codes, gi + ia.base, 16);
-      else
-        unpool_lanes<8>(g, go + ga.base, 8, codes, gi + ia.base, 8);
+      bad += B == 16 ? unpool_lanes<16>(g, go + ga.base, 16, codes, cs, gi + ia.base, 16)
+                     : unpool_lanes<8>(g, go + ga.base, 8, codes, cs, gi + ia.base, 8);
     });
-    return;
+    return bad;
   }
   // One plane per task: planes never share an element, so tasks never
   // write the same float.
   parallel_for(g.planes, true, [&](int64_t p) {
     const uint8_t* codes[1] = {code + p * out};
     const PlaneAt ga = plane_at(p, C, out, go_block), ia = plane_at(p, C, in, gi_block);
-    unpool_lanes<1>(g, go + ga.base, ga.step, codes, gi + ia.base, ia.step);
+    bad += unpool_lanes<1>(g, go + ga.base, ga.step, codes, cs, gi + ia.base, ia.step);
   });
+  return bad;
 }
 
 }  // namespace pool_detail

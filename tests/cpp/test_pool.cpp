@@ -9,12 +9,15 @@
 #include "op_test_util.h"
 #include "conv_ref.h"
 #include "ops/pool.h"
+#include "test_util.h"
 
 using namespace ts_test;
 using ts::DType;
 using ts::HostTensor;
 
 namespace {
+
+uint8_t pd_pass() { return ts::pool_detail::kCodePass; }
 
 const char* kFwd = "aten.max_pool2d_with_indices.default";
 const char* kBwd = "aten.max_pool2d_with_indices_backward.default";
@@ -295,9 +298,28 @@ TEST(MaxPoolCode, AnyGeometryAndLayoutMatchTheGeneralPath) {
         HostTensor gin = to_blocked(go, xb);
         HostTensor gi(DType::F32, x.view.shape);
         std::fill(gi.view.as<float>(), gi.view.as<float>() + gi.view.numel(), nan);  // all written
-        pd::max_pool_code_any_backward(g, c.C, xb, yb, f32(gin), code.data(), gi.view.as<float>());
+        ASSERT_EQ(0, pd::max_pool_code_any_backward(g, c.C, xb, yb, f32(gin), code.data(),
+                                                    gi.view.as<float>()));
         HostTensor gp = from_blocked(gi, yb);
         ASSERT_EQ(0, std::memcmp(f32(gp), f32(gi_ref), gi.view.nbytes()));
       }
+  }
+}
+
+// Codes are a program's bytes: one past its window, or one that names a
+// padding element, fails naming the node instead of writing outside the
+// input.
+TEST(MaxPoolCode, CodesOutsideTheInputAreRefused) {
+  const json attrs = {{"kernel_size", {3, 3}}, {"stride", {2, 2}}, {"padding", {1, 1}},
+                      {"dilation", {1, 1}}, {"ceil_mode", false}, {"input_size", {6, 6}}};
+  std::mt19937 rng(3);
+  HostTensor g = random_f32({1, 2, 3, 3}, rng);
+  for (uint8_t bad : {uint8_t(pd_pass() | 9), uint8_t(pd_pass() | 0)}) {
+    HostTensor code(DType::U8, {1, 2, 3, 3});
+    for (int64_t i = 0; i < 18; ++i) code.view.as<uint8_t>()[i] = pd_pass() | 4;  // the centre
+    code.view.as<uint8_t>()[0] = bad;  // window (0, 0): offset 9 is past it, 0 is padding
+    const std::string e = error_of([&] { run_op("trainstep.max_pool2d_code_backward", attrs, {&g, &code}); });
+    EXPECT_NE(e.find("node 'n0' (trainstep.max_pool2d_code_backward): 1 window codes name no "
+                     "element of the input"), std::string::npos) << e;
   }
 }
