@@ -21,6 +21,10 @@ template <class T>
 void max_pool_general_t(const PoolGeom& g, const T* x, T* y, int64_t* idx);
 void max_pool_general(const PoolGeom& g, const float* x, float* y, int64_t* idx);
 
+// The first of a0, a0 + d, a0 + 2d, ... that is >= 0 (a window's first
+// row or column inside the input).
+int64_t first_in_bounds(int64_t a0, int64_t d);
+
 // kernel == stride, no padding, no dilation, every window inside the input.
 bool max_pool_tiles(const PoolGeom& g);
 // Requires max_pool_tiles(g) and y (idx may be nullptr); same results as the

@@ -35,7 +35,7 @@ Window window(const PoolGeom& g, int64_t oh, int64_t ow) {
   Window r;
   r.h0 = oh * g.sh - g.ph, r.w0 = ow * g.sw - g.pw;
   auto range = [](int64_t a0, int64_t d, int64_t k, int64_t n, int64_t& lo, int64_t& hi) {
-    lo = a0 >= 0 ? 0 : (-a0 + d - 1) / d;           // first index with a0 + i*d >= 0
+    lo = (first_in_bounds(a0, d) - a0) / d;
     hi = std::min<int64_t>(k, n - a0 <= 0 ? 0 : (n - a0 + d - 1) / d);  // a0 + i*d < n
   };
   range(r.h0, g.dh, g.kh, g.H, r.i0, r.i1);
