@@ -89,6 +89,14 @@ void with_arith_fn(Bin op, T al, G&& g) {
   }
 }
 
+// bool arithmetic: add/max are "or", mul/min "and" (bin_types refuses sub
+// and pow; div computes in float32); alpha plays no part.
+template <class G>
+void with_bool_fn(Bin op, G&& g) {
+  if (op == Bin::Add || op == Bin::Max) g([](bool x, bool y) { return static_cast<bool>(x | y); });
+  else g([](bool x, bool y) { return static_cast<bool>(x & y); });
+}
+
 template <class T, class G>
 void with_cmp_fn(Bin op, G&& g) {
   switch (op) {
@@ -141,11 +149,7 @@ struct BinKernel : Kernel {
     }
     T* o = static_cast<T*>(out);
     if constexpr (std::is_same_v<T, bool>) {
-      // bool arithmetic: add/max are "or", mul/min are "and".
-      if (op == Bin::Add || op == Bin::Max)
-        bin_loop(p, a, b, o, [](T x, T y) { return static_cast<bool>(x | y); });
-      else
-        bin_loop(p, a, b, o, [](T x, T y) { return static_cast<bool>(x & y); });
+      with_bool_fn(op, [&](auto f) { bin_loop(p, a, b, o, f); });
     } else {
       const T al = std::is_floating_point_v<T> ? static_cast<T>(alpha) : static_cast<T>(alpha_i);
       if constexpr (std::is_floating_point_v<T>) {
@@ -260,7 +264,9 @@ std::unique_ptr<TileOp> bin_tile(const NodeCtx& ctx) {
   auto t = operand_types<Attr>(ctx, key);
   auto [ct, out] = bin_types(ctx, OP, t);
   if (!tile_operands_ok(ctx)) return nullptr;
-  if (is_cmp(OP) ? (ct != DType::F32 && ct != DType::Bool) : (ct != DType::F32 || out != DType::F32))
+  const bool bool_arith = !is_cmp(OP) && ct == DType::Bool && out == DType::Bool;
+  if (is_cmp(OP) ? (ct != DType::F32 && ct != DType::Bool)
+                 : !bool_arith && (ct != DType::F32 || out != DType::F32))
     return nullptr;
   float other = 0;
   if (Attr) {  // the attribute as the kernel stores it in ct, then as float
@@ -277,6 +283,14 @@ std::unique_ptr<TileOp> bin_tile(const NodeCtx& ctx) {
     with_cmp_fn<float>(OP, [&](auto f) {
       if (Attr) r = std::make_unique<BinaryConstTile<decltype(f), true>>(f, other);
       else r = std::make_unique<BinaryTile<decltype(f), true>>(f);
+    });
+    return r;
+  }
+  if (bool_arith) {  // on 0/1 floats, through the bool kernel's functor
+    with_bool_fn(OP, [&](auto f) {
+      auto g = [f](float x, float y) { return f(x != 0.0f, y != 0.0f); };
+      if (Attr) r = std::make_unique<BinaryConstTile<decltype(g), true>>(g, other);
+      else r = std::make_unique<BinaryTile<decltype(g), true>>(g);
     });
     return r;
   }

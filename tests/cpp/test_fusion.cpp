@@ -179,6 +179,13 @@ TEST(FusedKernel, EveryTileForm) {
     p.out(p.add(op, {}, {in(0), in(4)}));
   }
   p.out(p.add("aten.mul.Tensor", {}, {in(0), in(2)}));  // float * bool
+  // bool arithmetic (hardtanh's backward ors two masks with add)
+  int lt0 = p.add("aten.lt.Scalar", {{"other", 0.0}}, {in(0)});
+  p.out(p.add("aten.add.Tensor", {{"alpha", 1}}, {in(2), m(lt0)}));
+  for (const char* op : {"aten.mul.Tensor", "aten.maximum.default", "aten.minimum.default"})
+    p.out(p.add(op, {}, {in(2), m(lt0)}));
+  p.out(p.add("aten.add.Scalar", {{"other", true}, {"alpha", 1}}, {in(2)}));
+  p.out(p.add("aten.mul.Scalar", {{"other", false}}, {in(2)}));
   p.out(p.add("aten.add.Scalar", {{"other", 1.5}, {"alpha", 2}}, {in(0)}));
   p.out(p.add("aten.sub.Scalar", {{"other", 3}, {"alpha", 1}}, {in(0)}));
   p.out(p.add("aten.mul.Scalar", {{"other", 0.1}}, {in(0)}));
