@@ -48,4 +48,9 @@ class TrainSpec:
     # (sequence-first data: dim 1). See trainstep/batch.py.
     batch_dims: Optional[Any] = None
     target_batch_dim: Optional[Any] = None
+    # How the optimizer becomes part of the step: "auto" traces its own
+    # step(), except torch's SGD, Adadelta, Adam, AdamW, RMSprop and
+    # Adagrad, which take trainstep's rewritten rules; "traced" traces
+    # those too; "rules" only the rules (docs/optimizers.md).
+    optimizer_capture: str = "auto"
     extra: dict = field(default_factory=dict)

@@ -16,12 +16,15 @@ import torch
 
 from . import capture_errors
 from . import optim as ts_optim
-from . import batch, caches, patches, provenance, pytree, rng, rnn, views
+from . import batch, caches, patches, provenance, pytree, rng, rnn, scalars, traced_optim, views
 from .signature import StepInputs, StepOutputs, tensor_meta
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
 # Ops that only alias or copy; dropped so the graph is purely functional.
 _ALIASES = {"aten.alias.default", "aten.detach.default", "aten.lift_fresh_copy.default"}
+# torch.optim's step() runs inside a profiler range (record_function): no
+# value, dropped.
+_PROFILER = ("profiler._record_function_exit", "profiler._record_function_enter")
 
 
 CaptureError = capture_errors.CaptureError
@@ -87,7 +90,7 @@ class StepParts:
         self.params = {n: named[n] for n in trainable if n in reached}
         self.unreached = [n for n in trainable if n not in reached]
         self.frozen = {n: p for n, p in named.items() if n not in self.params}
-        self.opt = ts_optim.Optimizer(spec.optimizer, groups, updated=set(self.params))
+        self.opt = functional_optimizer(spec, groups, set(self.params), named)
         self.pnames = list(self.params)
         self.opt_state = self.opt.state_from_torch(spec.optimizer, named)
         self.clip = _clip_options(spec)
@@ -134,6 +137,35 @@ class StepParts:
         if self.clip is not None:
             grads = clip_grad_norm(grads, *self.clip)
         return self.opt.update(params, grads, ostate, lr)
+
+
+def functional_optimizer(spec, groups, updated, named):
+    """The spec's optimizer as a pure update: traced from its own step()
+    (traced_optim.py), or, for torch's six classic optimizers unless
+    `TrainSpec.optimizer_capture == "traced"`, the rewritten rule of
+    optim.py (docs/optimizers.md says why both exist)."""
+    how = getattr(spec, "optimizer_capture", "auto")
+    if how not in ("auto", "traced", "rules"):
+        raise CaptureError(f"optimizer_capture={how!r}: must be 'auto', 'traced' or 'rules'")
+    rule = ts_optim.SUPPORTED.get(type(spec.optimizer).__name__)
+    is_torch = type(spec.optimizer).__module__.startswith("torch.optim")
+    if how == "rules" or (how == "auto" and rule is not None and is_torch):
+        return ts_optim.Optimizer(spec.optimizer, groups, updated=updated)
+    refused = {"LBFGS": "its step(closure) re-evaluates the model up to max_iter times with "
+               "data-dependent exits, and the captured step has no loops",
+               "SparseAdam": "it takes sparse gradients, which the runtime does not have"}
+    if is_torch and type(spec.optimizer).__name__ in refused:
+        raise ts_optim.UnsupportedOptimizer(
+            f"optimizer {type(spec.optimizer).__name__} is not supported: "
+            f"{refused[type(spec.optimizer).__name__]}")
+    if is_torch and not hasattr(torch, "compiler"):
+        raise ts_optim.UnsupportedOptimizer(
+            f"optimizer {type(spec.optimizer).__name__}: torch {torch.__version__}'s own "
+            "optimizers read their step counts with .item(), so trainstep traces them only "
+            "under torch 2.x; under this torch it has rules for "
+            + ", ".join(sorted(ts_optim.SUPPORTED)) + " (user-written optimizers trace "
+            "under both)")
+    return traced_optim.TracedOptimizer(spec.optimizer, groups, updated, named)
 
 
 def _aliases(model):
@@ -198,12 +230,14 @@ def clip_grad_norm(grads, max_norm, norm_type):
     return {n: g * coef for n, g in grads.items()}
 
 
-def lr_dtype(params):
+def lr_dtype(params, opt=None):
     """The lr input's dtype: float64 when a trained parameter is float64 (a
     float32 LR would round the update that torch makes with a Python
-    float), else float32. A 0-d tensor, so it does not promote float32
-    parameters."""
-    if any(t.dtype == torch.float64 for t in params.values()):
+    float) or the optimizer is traced (its step() computes with the LR as
+    a Python float), else float32. A 0-d tensor, so it does not promote
+    float32 parameters."""
+    if getattr(opt, "lr_dtype", None) == torch.float64 or \
+            any(t.dtype == torch.float64 for t in params.values()):
         return torch.float64
     return torch.float32
 
@@ -214,7 +248,7 @@ def capture_train(parts):
     st = {**p.params, **p.frozen, **p.buffers, **p.opt_state}
     ins = (StepInputs().state("params", p.pnames, "param", st)
            .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
-           .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params)).rng()
+           .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params, p.opt)).rng()
            .batch(p.example, p.inputs, p.targets, p.layout))
     outs = (StepOutputs().loss().state("params", p.pnames).state("buffers", p.buffers)
             .state("opt", p.opt_state))
@@ -228,7 +262,22 @@ def capture_train(parts):
 
     with _mode(p.model, True), provenance.recording(p.model):
         gm = _trace(step, ins.example)
+    _check_traced_optimizer(p, gm)
     return Captured(gm, Signature(ins.ports, outs.ports), ins.example)
+
+
+def _check_traced_optimizer(parts, gm):
+    """A traced step() that read the LR or a step count as a plain float
+    left a NaN number in the graph (scalars.py)."""
+    if not getattr(parts.opt, "traced", False):
+        return
+    n = scalars.leaked_nan(gm)
+    if n is not None:
+        raise CaptureError(
+            f"optimizer {parts.opt.name} ({parts.opt.source}): its step() turned the learning "
+            f"rate or a step count into a plain Python float where trainstep could not keep "
+            f"it traced (node {n.name}, {n.target}), e.g. through a function imported by name "
+            "(`from math import sqrt`); use math.sqrt(...) or torch ops on it")
 
 
 def capture_grad(parts):
@@ -259,7 +308,7 @@ def capture_apply(parts):
     g = torch.Generator().manual_seed(0)
     grads = [torch.randn(st[n].shape, generator=g, dtype=st[n].dtype) for n in p.pnames]
     ins = (StepInputs().state("params", p.pnames, "param", st)
-           .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params))
+           .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params, p.opt))
            .grads(p.pnames, st, grads))
     outs = StepOutputs().state("params", p.pnames).state("opt", p.opt_state)
 
@@ -269,6 +318,7 @@ def capture_apply(parts):
         return outs.pack(params=new_p, opt=new_s)
 
     gm = _trace(step, ins.example)
+    _check_traced_optimizer(p, gm)
     return Captured(gm, Signature(ins.ports, outs.ports), ins.example)
 
 
@@ -423,6 +473,9 @@ def _clean(gm):
     capture_errors.check_graph(gm)  # before dead code goes
     g = gm.graph
     _constants(gm)
+    for prefix in _PROFILER:  # each exit, then the enter it used
+        for n in [n for n in g.nodes if str(n.target).startswith(prefix) and not n.users]:
+            g.erase_node(n)
     for n in list(g.nodes):
         if n.op != "call_function":
             continue

@@ -98,7 +98,7 @@ def _fallbacks():
             A.index.Tensor: _index, A.index_put.default: _index_put,
             A.as_strided_scatter.default: _as_strided_scatter,
             A.var_mean.correction: _var_mean,
-            A.var.correction: _var}
+            A.var.correction: _var, A.pow.Scalar: _pow_scalar}
     if hasattr(A, "prelu_backward"):  # 1.13's prelu backward op; 2.x decomposes prelu itself
         ours[A.prelu.default] = _prelu
         ours[A.prelu_backward.default] = _prelu_backward
@@ -149,6 +149,14 @@ def _prelu_backward(grad, x, weight):
     else:
         gw = gw.sum(dim=[d for d in range(x.dim()) if d != 1]).reshape(weight.shape)
     return gx, gw
+
+
+def _pow_scalar(base, exponent):
+    """number ** tensor (an optimizer's beta ** step): the number as a 0-d
+    tensor of the result's dtype, so the runtime's pow.Tensor_Tensor
+    computes the same std::pow."""
+    dtype = exponent.dtype if exponent.is_floating_point() else torch.get_default_dtype()
+    return torch.pow(torch.full([], base, dtype=dtype), exponent)
 
 
 def _ones(size, dtype=None, layout=None, device=None, pin_memory=None):

@@ -115,7 +115,7 @@ def trace_tensors(parts, train, gmeta, gtensors):
     """"trace/train_step/<value>": the captured train graph's value at every
     node, run in torch on golden step 0's inputs (docs/format.md)."""
     state = parts.state()
-    scalars = {"lr": torch.tensor(gmeta["lr"], dtype=capture.lr_dtype(parts.params)),
+    scalars = {"lr": torch.tensor(gmeta["lr"], dtype=capture.lr_dtype(parts.params, parts.opt)),
                "rng_seed": torch.tensor(gmeta["seed"], dtype=torch.int64),
                "rng_offset": torch.tensor(gmeta["offset"], dtype=torch.int64)}
     flat = []

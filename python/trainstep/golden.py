@@ -60,7 +60,14 @@ def eager_copy(parts):
     breaks on 2.x, where AdamW's defaults hold an option its __init__ does
     not take)."""
     spec = parts.spec
-    return copy.deepcopy((spec.model, spec.optimizer))
+    memo = {}
+    model, opt = copy.deepcopy((spec.model, spec.optimizer), memo)
+    # torch's Optimizer pickles only defaults, state and param_groups: a
+    # user optimizer's own attributes come along here.
+    for k, v in spec.optimizer.__dict__.items():
+        if k not in opt.__dict__:
+            opt.__dict__[k] = copy.deepcopy(v, memo)
+    return model, opt
 
 
 def _jitter(t, gen, roundings=1.0):

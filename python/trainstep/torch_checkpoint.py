@@ -29,6 +29,7 @@ import torch
 from . import cli_errors, safe_pickle, safetensors_io
 from .checkpoint import FORMAT
 from .optim import STEP, Optimizer, UnsupportedOptimizer, state_name
+from .traced_optim import TracedOptimizer
 
 CHECKPOINT_VERSION = "1"
 # Hyper-parameters that do not change the update (dispatch only).
@@ -49,7 +50,13 @@ def _program(artifact):
 
 def _optimizer(program, artifact):
     try:
-        return Optimizer.from_json(program["optimizer"])
+        j = program["optimizer"]
+        if j.get("traced"):
+            tensors, _ = safetensors_io.load(artifact)
+            initial = {k[len("state/"):]: v for k, v in tensors.items()
+                       if k.startswith("state/optim/")}
+            return TracedOptimizer.from_json(j, initial)
+        return Optimizer.from_json(j)
     except UnsupportedOptimizer as e:
         raise InteropError(f"{artifact}: {e}")
 
@@ -100,7 +107,7 @@ def _check_groups(opt, groups, src):
         if len(g["params"]) != len(mine.params):
             raise InteropError(f"{src}: param group {i} has {len(g['params'])} parameters, the "
                                f"artifact's has {len(mine.params)}")
-        for k, v in mine.rule.h.items():
+        for k, v in _hyper(mine).items():
             if k in _IGNORED or k not in g:
                 continue
             theirs = tuple(g[k]) if isinstance(g[k], list) else g[k]
@@ -114,6 +121,14 @@ def _check_groups(opt, groups, src):
             raise InteropError(
                 f"{src}: param group {i}'s LR is {scale:g} x group 0's, the artifact's is "
                 f"{mine.lr_scale:g} x (group LR ratios are fixed at export)")
+
+
+def _hyper(group):
+    """A group's hyper-parameters, constants of the captured step."""
+    if hasattr(group, "rule"):
+        return group.rule.h
+    return {k: v for k, v in group.options.items() if k not in ("lr", "initial_lr")
+            and isinstance(v, (bool, int, float, str, tuple))}
 
 
 def _load_torch_file(path):
@@ -243,6 +258,10 @@ def export_checkpoint(artifact, ckpt, out):
 
 def _param_state(opt, g, n, tensors, step):
     """torch's state of one parameter, or None where torch keeps none."""
+    if getattr(opt, "traced", False):
+        if n not in g.updated or (step == 0 and not opt.state_at_start):
+            return None
+        return opt.torch_state(tensors, n)
     rule = g.rule
     if n not in g.updated:
         # Never updated: torch has no state, except Adagrad's, made in __init__.

@@ -1,0 +1,456 @@
+"""The user's optimizer, traced from its own step().
+
+Any torch.optim.Optimizer whose step() is straight-line tensor code
+exports: torch's own, a third-party one, one written in the spec. While the
+train step is traced, a stand-in of the optimizer (the user's object is
+never touched) runs its real step() on the traced values:
+
+- each parameter is a traced tensor with the traced gradient as `.grad`;
+- `self.state` holds the traced state: tensors as they are, Python numbers
+  (`state["step"] = 0`, then `+= 1`) as 0-d float64 `Scalar`s;
+- each group's "lr" is a Scalar of the runtime LR input (times the group's
+  ratio to group 0), so schedules need no re-export; every other
+  hyper-parameter is a constant of the step;
+- torch.compiler.is_compiling() is True, and torch's own optimizers take
+  their capturable path (tensor step counts, no .item()), as torch.compile
+  traces them;
+- functionalize turns step()'s in-place updates into new values.
+
+State is what step() keeps, found by running it once eagerly on copies
+(`_Layout`). Lazily created state (`if len(state) == 0: state["m"] = 0`)
+starts from the value step() first stores. Where the first step computes
+something else than the later steps do from that start (SGD with
+dampening sets its buffer to the gradient), the step carries both and picks
+by the step count (`first_step` in the artifact's optimizer JSON).
+
+State names: "optim/<param name>/<state key>", plus the shared step count
+"optim/step" (optim.STEP) that every artifact has.
+"""
+import collections
+import copy
+from dataclasses import dataclass
+
+import torch
+
+from . import scalars
+from .errors import CaptureError
+from .optim import STEP, UnsupportedOptimizer, state_name
+
+
+@dataclass
+class Group:
+    """One torch param group: its parameters (every one, in torch's order),
+    the ones the step updates, its LR as a multiple of the runtime LR, and
+    its options (hyper-parameters)."""
+    params: list
+    updated: list
+    lr_scale: float
+    options: dict
+
+
+@dataclass
+class Kind:
+    """What step() keeps under one state key: a tensor (dtype, shape), or a
+    Python "int" / "float" (kept as a 0-d float64 tensor)."""
+    kind: str
+    dtype: torch.dtype = torch.float64
+    shape: tuple = ()
+
+    @classmethod
+    def from_json(cls, d):
+        if d["kind"] != "tensor":
+            return cls(d["kind"])
+        return cls("tensor", getattr(torch, d["dtype"]), tuple(d["shape"]))
+
+    def json(self):
+        d = {"kind": self.kind}
+        if self.kind == "tensor":
+            d.update(dtype=str(self.dtype).replace("torch.", ""), shape=list(self.shape))
+        return d
+
+
+def _kind_of(v, where):
+    if isinstance(v, torch.Tensor):
+        return Kind("tensor", v.dtype, tuple(v.shape))
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise UnsupportedOptimizer(
+            f"{where} is a {type(v).__name__}; trainstep keeps tensors and Python numbers "
+            "as optimizer state")
+    return Kind("int" if isinstance(v, int) else "float")
+
+
+def _as_state(v, kind):
+    """A torch state value as trainstep's state tensor."""
+    if kind.kind == "tensor":
+        return v.detach().clone()
+    return torch.tensor(float(v), dtype=torch.float64)
+
+
+def _as_torch(t, kind):
+    """A state tensor as the value torch keeps."""
+    if kind.kind == "tensor":
+        return t.detach().clone()
+    v = float(t)
+    return int(v) if kind.kind == "int" else v
+
+
+class _Recording(dict):
+    """A parameter's state dict that keeps the first value stored under each
+    key (cloned then, before step() updates it in place)."""
+
+    def __init__(self, log, *a):
+        super().__init__(*a)
+        self.log = log
+
+    def __setitem__(self, k, v):
+        if k not in self.log:
+            self.log[k] = v.detach().clone() if isinstance(v, torch.Tensor) else v
+        super().__setitem__(k, v)
+
+
+class TracedOptimizer:
+    """The functional form of a torch optimizer, by tracing its step();
+    the same interface as optim.Optimizer (capture, golden, checkpoints)."""
+    traced = True
+    torch_step = None
+    # The LR input is float64: step() computes with the LR as a Python float.
+    lr_dtype = torch.float64
+
+    def __init__(self, opt, names, updated, params):
+        """names: per torch param group, each parameter's state name;
+        updated: the names the step updates; params: name -> tensor."""
+        self.opt = opt
+        self.name = type(opt).__name__
+        self.source = f"{type(opt).__module__}.{type(opt).__qualname__}"
+        groups = opt.param_groups
+        self.base_lr = float(groups[0]["lr"])
+        self.defaults = {k: v for k, v in opt.defaults.items() if k != "params"}
+        self.groups = []
+        for i, (g, gnames) in enumerate(zip(groups, names)):
+            lr = float(g["lr"])
+            if lr != self.base_lr and self.base_lr == 0:
+                raise UnsupportedOptimizer(
+                    f"{self.name}: param group 0 has lr=0 but group {i} has lr={lr}; group "
+                    "LRs are multiples of group 0's, so group 0's LR must not be 0")
+            scale = 1.0 if lr == self.base_lr else lr / self.base_lr
+            opts = {k: v for k, v in g.items() if k != "params"}
+            upd = [n for n in gnames if n in updated]
+            self.groups.append(Group(list(gnames), upd, scale, opts))
+        self._by_param = {}  # name -> torch Parameter of the user's optimizer
+        for g, gnames in zip(groups, names):
+            self._by_param.update(zip(gnames, g["params"]))
+        self.layout, self.start, self.first_step = _Layout(self, params).find()
+        # Whether torch has state before the first step (made in __init__,
+        # as Adagrad's): a checkpoint at step 0 then holds it too.
+        self.state_at_start = any(opt.state.get(self._by_param[n]) for n in self.updated)
+
+    @classmethod
+    def from_json(cls, j, initial):
+        """The optimizer an artifact's program JSON describes (to_json),
+        without its step(): enough to convert checkpoints. initial: state
+        name -> tensor, the artifact's state at export."""
+        self = cls.__new__(cls)
+        from .optim import _py_options
+        self.opt, self.name, self.source = None, j["type"], j.get("source", "?")
+        self.base_lr, self.first_step = float(j["lr"]), bool(j.get("first_step"))
+        self.state_at_start = bool(j.get("state_at_start"))
+        self.defaults = _py_options(j.get("defaults", {}))
+        self.groups = [Group(list(g["params"]), list(g["updated"]), float(g["lr_scale"]),
+                             _py_options(g["options"])) for g in j["groups"]]
+        self.layout = {n: {k: Kind.from_json(d) for k, d in ks.items()}
+                       for n, ks in j["state"].items()}
+        self.start = {n: {k: _as_torch(initial[state_name(n, k)], kd) for k, kd in ks.items()}
+                      for n, ks in self.layout.items()}
+        return self
+
+    @property
+    def updated(self):
+        return [n for g in self.groups for n in g.updated]
+
+    # --- the stand-in --------------------------------------------------
+
+    def _stand_in(self, values, grads, state, lrs, record=None):
+        """A shallow copy of the user's optimizer over stand-in parameters:
+        values[n] (cloned: step() updates it in place) with grads[n] as
+        .grad, state[n] its state dict, lrs[i] group i's LR. Returns the
+        copy and name -> stand-in."""
+        sh = object.__new__(type(self.opt))
+        sh.__dict__.update(self.opt.__dict__)
+        sh.state = collections.defaultdict(dict)
+        sh.param_groups = []
+        stand = {}
+        for gi, (g, tg) in enumerate(zip(self.groups, self.opt.param_groups)):
+            ng = {k: v for k, v in tg.items() if k != "params"}
+            ng["lr"] = lrs[gi]
+            # One tensor at a time, on the path torch.compile traces.
+            for k, v in (("foreach", False), ("fused", False), ("capturable", True)):
+                if k in ng:
+                    ng[k] = v
+            ps = []
+            for n in g.params:
+                q = values[n].detach().clone() if n in values else \
+                    self._by_param[n].detach().clone()
+                if n in grads and n in g.updated:
+                    q.grad = grads[n]
+                    st = state.get(n) or {}
+                    sh.state[q] = _Recording(record.setdefault(n, {}), st) \
+                        if record is not None else dict(st)
+                    stand[n] = q
+                ps.append(q)
+            ng["params"] = ps
+            sh.param_groups.append(ng)
+        return sh, stand
+
+    def eager_step(self, values, grads, state, record=None):
+        """step() once, eagerly, on copies: (new values, new torch state)
+        by name. state: name -> {key: value} as torch keeps it."""
+        lrs = [self.base_lr * g.lr_scale if g.lr_scale != 1.0 else self.base_lr
+               for g in self.groups]
+        capturable = [("capturable" in g) for g in self.opt.param_groups]
+        sh, stand = self._stand_in(values, grads, state, lrs, record)
+        for ng, cap in zip(sh.param_groups, capturable):
+            if cap:
+                ng["capturable"] = False  # eager runs torch's own CPU path
+        before = [dict(g) for g in sh.param_groups]
+        with torch.no_grad():
+            sh.step()
+        self._check_groups_kept(before, sh)
+        return ({n: q for n, q in stand.items()},
+                {n: dict(sh.state[q]) for n, q in stand.items()})
+
+    def _check_groups_kept(self, before, sh):
+        """step() may keep state only per parameter, in self.state[p]: a
+        param group option or attribute it changes would be a constant of
+        the captured step."""
+        for i, (b, g) in enumerate(zip(before, sh.param_groups)):
+            for k in set(b) | set(g):
+                if k != "params" and not _same(b.get(k, _MISSING), g.get(k, _MISSING)):
+                    raise UnsupportedOptimizer(
+                        f"optimizer {self.name} ({self.source}): its step() changes param "
+                        f"group {i}'s '{k}' ({b.get(k)!r} -> {g.get(k)!r}); trainstep traces "
+                        "state kept per parameter in self.state[p], not in param groups")
+        for k, v in sh.__dict__.items():
+            if k not in ("state", "param_groups") and k in self.opt.__dict__ \
+                    and not _same(self.opt.__dict__[k], v):
+                raise UnsupportedOptimizer(
+                    f"optimizer {self.name} ({self.source}): its step() changes self.{k}; "
+                    "trainstep traces state kept per parameter in self.state[p]")
+
+    # --- the traced update -----------------------------------------------
+
+    def _traced(self, params, grads, state, lr, fresh):
+        """step() on traced values: (new params, new state tensors)."""
+        lrs = [scalars.Scalar(lr if g.lr_scale == 1.0 else lr * g.lr_scale)
+               for g in self.groups]
+        tstate = {}
+        if not fresh:
+            for n in self.updated:
+                tstate[n] = {k: (state[state_name(n, k)].clone() if kd.kind == "tensor"
+                                 else scalars.Scalar(state[state_name(n, k)]))
+                             for k, kd in self.layout[n].items()}
+        values = {n: params[n] for n in self.updated}
+        sh, stand = self._stand_in(values, grads, tstate, lrs)
+        with scalars.environment_patches().applied(), scalars.ScalarMode(), torch.no_grad():
+            sh.step()
+        new_p, new_s = {}, {}
+        for n, q in stand.items():
+            new_p[n] = q
+            st = sh.state[q]
+            for k, kd in self.layout[n].items():
+                if k not in st:
+                    raise CaptureError(f"optimizer {self.name}: step() left no state "
+                                       f"'{k}' for {n}, which its first step kept")
+                new_s[state_name(n, k)] = self._traced_value(n, k, st[k], kd)
+        return new_p, new_s
+
+    def _traced_value(self, n, k, v, kd):
+        if kd.kind != "tensor":
+            if isinstance(v, scalars.Scalar):
+                return v.t
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return torch.full([], float(v), dtype=torch.float64)
+        elif isinstance(v, torch.Tensor) and v.dtype == kd.dtype and tuple(v.shape) == kd.shape:
+            return v
+        got = (f"{str(v.dtype).replace('torch.', '')} {list(v.shape)}"
+               if isinstance(v, torch.Tensor) else type(v).__name__)
+        raise CaptureError(f"optimizer {self.name}: state '{k}' of {n} changes type from step "
+                           f"to step ({kd.json()} first, then {got}); trainstep keeps one "
+                           "type per state value")
+
+    def update(self, params, grads, state, lr):
+        """(new_params, new_state): the traced step(); both first and later
+        steps, picked by the step count, where they differ."""
+        lr = lr.to(torch.float64)
+        new_p, new_s = self._traced(params, grads, state, lr, fresh=False)
+        if self.first_step:
+            first = state[STEP] == 0
+            p0, s0 = self._traced(params, grads, state, lr, fresh=True)
+            new_p = {n: torch.where(first, p0[n], v) for n, v in new_p.items()}
+            new_s = {n: torch.where(first, s0[n], v) for n, v in new_s.items()}
+        new_s[STEP] = state[STEP] + 1
+        return new_p, new_s
+
+    # --- state in torch's form and ours ----------------------------------
+
+    def init_state(self, params):
+        """State before the first step."""
+        state = {STEP: torch.zeros((), dtype=torch.float32)}
+        for n in self.updated:
+            for k, kd in self.layout[n].items():
+                state[state_name(n, k)] = _as_state(self.start[n][k], kd)
+        return state
+
+    def state_from(self, handles, lookup, params):
+        """Our state from torch's (see optim.Optimizer.state_from); a
+        parameter without torch state starts as before the first step."""
+        state = self.init_state(params)
+        steps = set()
+        for g, hs in zip(self.groups, handles):
+            if len(hs) != len(g.params):
+                raise UnsupportedOptimizer(
+                    f"param group has {len(hs)} parameters, the artifact's has {len(g.params)}")
+            for n, h in zip(g.params, hs):
+                st = lookup.get(h) or {}
+                if n not in g.updated or not st:
+                    steps.add(0)
+                    continue
+                for k, kd in self.layout[n].items():
+                    if k not in st:
+                        raise UnsupportedOptimizer(f"{self.name}: {n}'s optimizer state has no "
+                                                   f"'{k}'")
+                    v = st[k]
+                    if kd.kind == "tensor" and tuple(v.shape) != kd.shape:
+                        raise UnsupportedOptimizer(
+                            f"optimizer state '{k}' of {n} is {list(v.shape)}, the artifact's "
+                            f"is {list(kd.shape)}")
+                    state[state_name(n, k)] = _as_state(v, kd).to(
+                        kd.dtype if kd.kind == "tensor" else torch.float64)
+                steps.add(_steps_taken(st))
+        if len(steps - {None}) > 1 and self.first_step:
+            raise UnsupportedOptimizer(
+                "parameters have taken different numbers of optimizer steps "
+                f"({sorted(steps - {None})}); trainstep keeps one step count for all")
+        known = [s for s in steps if s is not None]
+        state[STEP] = torch.tensor(float(max(known) if known else 1 if None in steps else 0))
+        return state
+
+    def state_from_torch(self, opt, params):
+        return self.state_from([g["params"] for g in opt.param_groups], opt.state, params)
+
+    def torch_state(self, tensors, n):
+        """Parameter n's state as torch keeps it, from state tensors by name."""
+        return {k: _as_torch(tensors[state_name(n, k)], kd) for k, kd in self.layout[n].items()}
+
+    def to_json(self):
+        g0 = self.groups[0]
+        return {"type": self.name, "traced": True, "source": self.source,
+                "lr": self.base_lr, "first_step": self.first_step,
+                "state_at_start": self.state_at_start,
+                "hyper": {k: v for k, v in g0.options.items()
+                          if isinstance(v, (int, float, bool)) and k != "lr"},
+                "defaults": _json_options(self.defaults),
+                "groups": [{"params": g.params, "updated": g.updated, "lr_scale": g.lr_scale,
+                            "options": _json_options(g.options)} for g in self.groups],
+                "state": {n: {k: kd.json() for k, kd in ks.items()}
+                          for n, ks in self.layout.items()}}
+
+
+_MISSING = object()
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+def _steps_taken(st):
+    """A torch state dict's own step count, or None where it keeps none."""
+    v = st.get("step")
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        return int(v.item())
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return int(v)
+    return None
+
+
+def _json_options(opts):
+    from .optim import _json_options as j
+    return j(opts)
+
+
+class _Layout:
+    """What step() keeps, and where it starts: found by running it eagerly
+    on copies of the parameters with seeded random gradients."""
+
+    def __init__(self, opt, params):
+        self.o, self.params = opt, params
+
+    def _grads(self, seed):
+        g = torch.Generator().manual_seed(seed)
+        return {n: torch.randn(self.params[n].shape, generator=g, dtype=self.params[n].dtype)
+                for n in self.o.updated}
+
+    def find(self):
+        """(layout, start state in torch's form, first_step)."""
+        o = self.o
+        values = {n: self.params[n].detach() for n in o.updated}
+        live = {n: o.opt.state.get(o._by_param[n]) for n in o.updated}
+        if any(live.values()):
+            # The user's optimizer has stepped already: its state is the start.
+            layout = {n: self._kinds(n, live[n]) for n in o.updated}
+            return layout, {n: dict(live[n]) for n in o.updated}, False
+        grads = self._grads(0)
+        first = {}
+        try:
+            new_v, new_s = o.eager_step(values, grads, {}, record=first)
+        except (CaptureError, UnsupportedOptimizer):
+            raise
+        except Exception as e:
+            raise UnsupportedOptimizer(
+                f"optimizer {o.name} ({o.source}): its step() failed on copies of the "
+                f"parameters with random gradients: {type(e).__name__}: {e}") from e
+        layout = {n: self._kinds(n, new_s[n]) for n in o.updated}
+        starts = [{n: {k: first[n].get(k, new_s[n][k]) for k in layout[n]} for n in o.updated}]
+        if any(kd.kind == "tensor" for ks in layout.values() for kd in ks.values()):
+            starts.append({n: {k: (torch.zeros_like(first[n][k]) if kd.kind == "tensor"
+                                   and isinstance(first[n].get(k), torch.Tensor)
+                                   else first[n].get(k, 0 if kd.kind == "int" else 0.0))
+                               for k, kd in layout[n].items()} for n in o.updated})
+        for start in starts:
+            if self._steady_is_first(values, start):
+                return layout, start, False
+        return layout, starts[0], True
+
+    def _kinds(self, n, st):
+        kinds = {}
+        for k, v in st.items():
+            if v is None:
+                continue
+            kinds[k] = _kind_of(v, f"optimizer {self.o.name}: state '{k}' of {n}")
+        return kinds
+
+    def _steady_is_first(self, values, start):
+        """Whether step() from `start` computes what its first step does,
+        bit for bit, on two draws of gradients."""
+        o = self.o
+        for seed in (1, 2):
+            grads = self._grads(seed)
+            a_v, a_s = o.eager_step(values, grads, {})
+            try:
+                b_v, b_s = o.eager_step(values, grads, copy.deepcopy(start))
+            except Exception:
+                return False
+            for n in o.updated:
+                if not torch.equal(a_v[n], b_v[n]):
+                    return False
+                for k in a_s[n]:
+                    x, y = a_s[n][k], b_s[n].get(k)
+                    same = torch.equal(x, y) if isinstance(x, torch.Tensor) and \
+                        isinstance(y, torch.Tensor) else (type(x) is type(y) and x == y)
+                    if not same:
+                        return False
+        return True

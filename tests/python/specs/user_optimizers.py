@@ -1,0 +1,135 @@
+"""Optimizers written here as users write theirs, for the traced-optimizer
+tests: plain torch.optim.Optimizer subclasses whose step() updates in place.
+
+- SignMomentum: Lion's rule (sign of an interpolated momentum), state made
+  lazily, a Python-int step count read by a bias correction, the LR as a
+  Python float through `alpha=-lr` and `1 - lr * wd`.
+- TwoRules: param groups choose their rule by a group option, "adam"
+  (Adam-like, bias-corrected with math.sqrt of a Python float) or
+  "momentum" (heavy ball with dampening, whose first step differs: the
+  buffer starts as the gradient itself).
+- SignMomentum(wrong=True): a planted bug that only the captured step has
+  (its step size is off by 1 % while torch.compiler.is_compiling(), which
+  the capture says and eager does not), which verify must catch.
+"""
+import math
+
+import torch
+
+
+class SignMomentum(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, wrong=False):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+        self.wrong = wrong
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, wd = group["lr"], group["weight_decay"]
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["step"] = 0
+                state["step"] += 1
+                exp_avg = state["exp_avg"]
+                p.mul_(1 - lr * wd)
+                update = exp_avg.mul(b1).add(p.grad, alpha=1 - b1).sign_()
+                # A bias-corrected step size: 1 / sqrt(1 - b1^t) of the LR.
+                scale = lr / math.sqrt(1 - b1 ** state["step"])
+                if self.wrong and torch.compiler.is_compiling():
+                    scale = scale * 1.01
+                p.add_(update, alpha=-scale)
+                exp_avg.mul_(b2).add_(p.grad, alpha=1 - b2)
+
+
+class TwoRules(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-3, rule="adam", beta=0.9, beta2=0.999, eps=1e-8,
+                 dampening=0.5):
+        super().__init__(params, dict(lr=lr, rule=rule, beta=beta, beta2=beta2, eps=eps,
+                                      dampening=dampening))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if group["rule"] == "adam":
+                    self._adam(p, group)
+                else:
+                    self._momentum(p, group)
+
+    def _adam(self, p, group):
+        state = self.state[p]
+        if not state:
+            state["t"] = 0
+            state["m"] = torch.zeros_like(p)
+            state["v"] = torch.zeros_like(p)
+        state["t"] += 1
+        b1, b2 = group["beta"], group["beta2"]
+        state["m"].mul_(b1).add_(p.grad, alpha=1 - b1)
+        state["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+        c1 = 1 - b1 ** state["t"]
+        c2 = 1 - b2 ** state["t"]
+        denom = (state["v"].sqrt() / math.sqrt(c2)).add_(group["eps"])
+        p.addcdiv_(state["m"], denom, value=-group["lr"] / c1)
+
+    def _momentum(self, p, group):
+        state = self.state[p]
+        if "buf" not in state:
+            state["buf"] = p.grad.clone()
+        else:
+            state["buf"].mul_(group["beta"]).add_(p.grad, alpha=1 - group["dampening"])
+        p.add_(state["buf"], alpha=-group["lr"])
+
+
+class Warmup(torch.optim.Optimizer):
+    """Branches on its Python step count: refused at export, naming the line."""
+
+    def __init__(self, params, lr=0.01):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = state.get("step", 0) + 1
+                lr = group["lr"] if state["step"] > 10 else group["lr"] * 0.1
+                p.add_(p.grad, alpha=-lr)
+
+
+class ReadsItem(torch.optim.Optimizer):
+    """Reads a tensor step count with .item(): refused, naming the line."""
+
+    def __init__(self, params, lr=0.01):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros(())
+                state["step"] += 1
+                p.add_(p.grad, alpha=-group["lr"] / state["step"].item())
+
+
+class GroupCounter(torch.optim.Optimizer):
+    """Counts steps in its param group (as some optimizer libraries do):
+    refused at export, the count would be a constant of the step."""
+
+    def __init__(self, params, lr=0.01):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["step"] = group.get("step", 0) + 1
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"] / group["step"])
