@@ -46,6 +46,7 @@ const std::map<std::string, OpInfo>& op_infos() {
       {"aten.rsqrt.default", {pw::Rsqrt, 1}}, {"aten.abs.default", {pw::Abs, 1}},
       {"aten.relu.default", {pw::Relu, 1}},   {"aten.sigmoid.default", {pw::Sigmoid, 1}},
       {"aten.tanh.default", {pw::Tanh, 1}},   {"aten.reciprocal.default", {pw::Reciprocal, 1}},
+      {"aten.cos.default", {pw::Cos, 1}},     {"aten.sin.default", {pw::Sin, 1}},
       {"aten.sign.default", {pw::Sign, 1}},   {"aten.erf.default", {pw::Erf, 1}},
       {"aten.gelu.default", {pw::Gelu, 1}},   {"aten._to_copy.default", {pw::Cast, 1}},
       {"aten.clamp.default", {pw::Clamp, 1}},

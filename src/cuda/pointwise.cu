@@ -84,6 +84,8 @@ __device__ double eval_float(const Instr& I, double x0, double x1, double x2) {
     case Relu: return x < 0 ? T(0) : x;
     case Sigmoid: return T(1) / (T(1) + exp(-x));
     case Tanh: return tanh(x);
+    case Cos: return cos(x);
+    case Sin: return sin(x);
     case Reciprocal: return T(1) / x;
     case Sign: return static_cast<T>((T(0) < x) - (x < T(0)));
     case Erf: return erf(x);

@@ -21,8 +21,8 @@ enum Op : uint8_t {
   Eq, Ne, Lt, Le, Gt, Ge,             // -> bool
   PowScalar,                          // a0 ** s (the CPU's special cases)
   Where,                              // a0 ? a1 : a2
-  Neg, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign, Erf,
-  Gelu, GeluTanh,
+  Neg, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Cos, Sin, Reciprocal, Sign,
+  Erf, Gelu, GeluTanh,
   Cast,   // r = a0 converted to out
   Clamp,  // a0 bounded below by s (flags & 1) and above by alpha (flags & 2)
 };

@@ -13,12 +13,15 @@ namespace ts {
 
 namespace {
 
-enum class Un { Neg, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Reciprocal, Sign, Erf, Gelu, GeluTanh };
+enum class Un {
+  Neg, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Cos, Sin, Reciprocal, Sign,
+  Erf, Gelu, GeluTanh
+};
 
 bool is_float_op(Un op) {
   return op == Un::Exp || op == Un::Expm1 || op == Un::Log || op == Un::Log1p || op == Un::Sqrt || op == Un::Rsqrt ||
-         op == Un::Sigmoid || op == Un::Tanh || op == Un::Reciprocal || op == Un::Erf ||
-         op == Un::Gelu || op == Un::GeluTanh;
+         op == Un::Sigmoid || op == Un::Tanh || op == Un::Cos || op == Un::Sin || op == Un::Reciprocal ||
+         op == Un::Erf || op == Un::Gelu || op == Un::GeluTanh;
 }
 
 template <class T, class F>
@@ -40,6 +43,8 @@ void with_un_fn(Un op, G&& g) {
       case Un::Rsqrt: return g([](T x) { return T(1) / std::sqrt(x); });
       case Un::Sigmoid: return g([](T x) { return T(1) / (T(1) + std::exp(-x)); });
       case Un::Tanh: return g([](T x) { return std::tanh(x); });
+      case Un::Cos: return g([](T x) { return std::cos(x); });
+      case Un::Sin: return g([](T x) { return std::sin(x); });
       case Un::Reciprocal: return g([](T x) { return T(1) / x; });
       case Un::Erf: return g([](T x) { return std::erf(x); });
       // GELU as PyTorch's CPU kernel writes it: x/2 (1 + erf(x/sqrt2)), or
@@ -351,6 +356,8 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   r.add(std::move(relu));
   r.add(un_def<Un::Sigmoid>("aten.sigmoid.default", "1 / (1 + exp(-self))" + fl));
   r.add(un_def<Un::Tanh>("aten.tanh.default", "tanh(self)" + fl));
+  r.add(un_def<Un::Cos>("aten.cos.default", "cos(self), self in radians" + fl));
+  r.add(un_def<Un::Sin>("aten.sin.default", "sin(self), self in radians" + fl));
   r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));
   r.add(un_def<Un::Erf>("aten.erf.default", "error function erf(self)" + fl));
   r.add(OpDef{"aten.gelu.default", "GELU: self/2 (1 + erf(self/sqrt2)), or with attr approximate 'tanh' "

@@ -171,6 +171,8 @@ TEST(Elementwise, Unary) {
       {"relu", [](double x) { return x < 0 ? 0 : x; }},
       {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
       {"tanh", [](double x) { return std::tanh(x); }},
+      {"cos", [](double x) { return std::cos(x); }},
+      {"sin", [](double x) { return std::sin(x); }},
       {"reciprocal", [](double x) { return 1 / x; }},
       {"sign", [](double x) { return double((0 < x) - (x < 0)); }},
       {"erf", [](double x) { return std::erf(x); }},

@@ -148,6 +148,7 @@ def _unary():
         "sqrt": ("positive", 0, 0, True, True), "rsqrt": ("positive", 0, 0, True, True),
         "abs": ("normal", 0, 0, True, False), "relu": ("normal", 0, 0, True, False),
         "sigmoid": ("uniform", -20, 20, True, True), "tanh": ("uniform", -6, 6, True, True),
+        "cos": ("uniform", -3, 3, True, True), "sin": ("uniform", -3, 3, True, True),
         "reciprocal": ("normal", 0, 0, True, True), "sign": ("normal", 0, 0, True, True),
         "erf": ("uniform", -4, 4, True, True), "gelu": ("uniform", -6, 6, False, False)}
     for name, (kind, lo, hi, ints, bools) in spec.items():
@@ -266,7 +267,7 @@ def _tile_forms():
             fused("aten.where.self", In(s, B), In(()), In(s)),
             fused("aten.where.self", In(s, B), In(s), Scalar(0.0))]
     for name in ("neg", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh",
-                 "reciprocal", "sign", "erf"):
+                 "cos", "sin", "reciprocal", "sign", "erf"):
         out += [fused(f"aten.{name}.default", In(big, kind="special")),
                 fused(f"aten.{name}.default", In(s, kind="uniform", lo=-3, hi=3))]
         if name not in ("neg", "relu", "abs", "sign"):
