@@ -26,13 +26,17 @@ STAMP=$VENV/.complete
 # when only torch2-requirements.txt changed, those pins are installed into it
 # in place (pip changes only what differs) instead of downloading torch again.
 TORCH_WANT="torch==$VERSION ${NVIDIA[*]}"
-WANT="$TORCH_WANT $(grep -v '^#' torch2-requirements.txt | tr '\n' ' ')"
+# Packages that require torch (peft, accelerate) go in --no-deps after it,
+# from their own list: pip would otherwise fetch a torch of its own choosing.
+ON_TORCH=torch2-requirements-on-torch.txt
+WANT="$TORCH_WANT $(cat torch2-requirements.txt $ON_TORCH | grep -v '^#' | tr '\n' ' ')"
 
 ok() { "$PY" -c "import torch, numpy, pytest, xxhash, tensorboard; torch.ones(2).sum()" >/dev/null 2>&1; }
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && ok; then echo "$PY"; exit 0; fi
 if [ -f "$STAMP" ] && [[ "$(cat "$STAMP")" == "$TORCH_WANT "* ]]; then
   echo "updating the pinned packages of $VENV" >&2
-  if "$PY" -m pip install -q --no-input -r torch2-requirements.txt >&2 && ok; then
+  if "$PY" -m pip install -q --no-input -r torch2-requirements.txt >&2 &&
+     "$PY" -m pip install -q --no-input --no-deps -r $ON_TORCH >&2 && ok; then
     echo "$WANT" > "$STAMP"
     echo "$PY"
     exit 0
@@ -59,6 +63,7 @@ fi
     echo "torch $VERSION does not import with /usr/local/cuda's libraries: installing its full dependencies"
     "${PIP[@]}" "torch==$VERSION"
   fi
+  "${PIP[@]}" --no-deps -r $ON_TORCH
   ok || { echo "torch $VERSION: the environment in $VENV does not import torch" ; exit 1; }
   echo "$WANT" > "$STAMP"
 } >&2

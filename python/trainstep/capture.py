@@ -386,7 +386,10 @@ def _trace(fn, example):
     clones = [t.detach().clone() for t in example]
     # oneDNN's RNN path (2.x's CPU LSTM in training: mkldnn_rnn_layer) has
     # no runtime kernel; with it off, ATen runs the cells as plain ops.
-    with patches.applied(), mkldnn_off():
+    # The tracing environment (environment.py): libraries that ask whether
+    # they are traced (torch.compiler.is_compiling()) hear yes, and math
+    # keeps an optimizer's traced numbers traced.
+    with patches.applied(), mkldnn_off(), scalars.environment_patches().applied():
         gm = make_fx(functionalize(fn), decomposition_table=decomposition_table())(*clones)
     if _mutating_nodes(gm):
         # Some C++ composites (2.x's no-grad GRU cell: mul_, add_, tanh_)
@@ -436,13 +439,12 @@ def _constants(gm):
             g.erase_node(c)
             continue
         t = getattr(gm, c.target)
-        if t.dim() == 0 and all(str(u.target) in _LIFTED for u in c.users):
-            # A Python number the code stored into a tensor (swin's
-            # `attn_mask[h, w] = count`, traced as a lifted 0-d constant): a
-            # value, not state.
+        if all(str(u.target) in _LIFTED for u in c.users) and t.numel() <= _MAX_LITERAL:
+            # A tensor the step made from Python literals (swin's
+            # `attn_mask[h, w] = count`, a lifted 0-d constant; transformers'
+            # KV cache `torch.tensor([])`): a value of the graph, not state.
             with g.inserting_before(c):
-                new = g.call_function(torch.ops.aten.full.default, ([], t.item()),
-                                      {"dtype": t.dtype})
+                new = _literal(g, t)
             c.replace_all_uses_with(new)
             g.erase_node(c)
             continue
@@ -461,6 +463,25 @@ def _constants(gm):
             f"the step uses a tensor that is neither an input, a parameter nor a buffer "
             f"({what}), a constant it could not update or checkpoint{at}. Register it with "
             f"self.register_buffer(name, tensor), or make it an nn.Parameter", where)
+
+
+# Elements of a tensor literal written into the graph element by element
+# (one full node each); a larger one that is not uniform must be a buffer.
+_MAX_LITERAL = 64
+
+
+def _literal(g, t):
+    """Nodes that make tensor literal t: full() when it is empty or
+    uniform, else its elements as full() nodes concatenated and viewed."""
+    aten = torch.ops.aten
+    flat = t.detach().reshape(-1)
+    if flat.numel() == 0 or bool((flat == flat[0]).all()):
+        value = flat[0].item() if flat.numel() else 0
+        return g.call_function(aten.full.default, (list(t.shape), value), {"dtype": t.dtype})
+    parts = [g.call_function(aten.full.default, ([1], v.item()), {"dtype": t.dtype})
+             for v in flat]
+    cat = g.call_function(aten.cat.default, (parts,))
+    return g.call_function(aten.view.default, (cat, list(t.shape)))
 
 
 def _mutating_nodes(gm):

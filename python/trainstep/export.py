@@ -36,14 +36,18 @@ def load_spec(path):
     if s is None:  # importlib knows no loader for the name (not NAME.py)
         raise ExportError(f"{path}: not a Python file (expected SPEC.py)")
     mod = importlib.util.module_from_spec(s)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    # The spec's folder is importable while it loads and builds; the spec
+    # may put its own entries on sys.path meanwhile, so this one entry is
+    # taken off, not whatever is first by then.
+    here = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, here)
     try:
         s.loader.exec_module(mod)
+        if not hasattr(mod, "build"):
+            raise ExportError(f"{path}: defines no build() function")
+        spec = mod.build()
     finally:
-        sys.path.pop(0)
-    if not hasattr(mod, "build"):
-        raise ExportError(f"{path}: defines no build() function")
-    spec = mod.build()
+        sys.path.remove(here)
     if not isinstance(spec, TrainSpec):
         raise ExportError(f"{path}: build() must return trainstep.TrainSpec, got "
                           f"{type(spec).__name__}")

@@ -250,7 +250,9 @@ class TracedOptimizer:
                              for k, kd in self.layout[n].items()}
         values = {n: params[n] for n in self.updated}
         sh, stand = self._stand_in(values, grads, tstate, lrs)
-        with scalars.environment_patches().applied(), scalars.ScalarMode(), torch.no_grad():
+        # Under capture._trace's environment (the compiling flag, math on
+        # Scalars).
+        with scalars.ScalarMode(), torch.no_grad():
             sh.step()
         new_p, new_s = {}, {}
         for n, q in stand.items():

@@ -45,6 +45,7 @@ def _user(name, params, **kw):
 def _trace_and_compare(make, steps=6):
     """The traced update, run in torch, against the optimizer's eager
     step() for `steps` steps on random gradients."""
+    from trainstep import scalars
     from trainstep.compat import functionalize, make_fx
     from trainstep.traced_optim import TracedOptimizer
     g = torch.Generator().manual_seed(0)
@@ -63,7 +64,8 @@ def _trace_and_compare(make, steps=6):
     lr = torch.tensor(opt.param_groups[0]["lr"], dtype=torch.float64)
     params = [p.detach().clone() for p in ref.values()]
     example = [torch.randn(s, generator=g) for s in shapes.values()]
-    gm = make_fx(functionalize(fn))(lr, *params, *example, *[state[k] for k in keys])
+    with scalars.environment_patches().applied():  # as capture._trace traces
+        gm = make_fx(functionalize(fn))(lr, *params, *example, *[state[k] for k in keys])
     st = [state[k] for k in keys]
     for _ in range(steps):
         grads = [torch.randn(s, generator=g) for s in shapes.values()]
