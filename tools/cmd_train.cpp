@@ -72,7 +72,9 @@ void print_eval(const char* label, const ts::EvalResult& r) {
     std::printf("%s: loss %.4f, accuracy %.2f%% (%lld/%lld)\n", label, r.loss, 100 * r.accuracy,
                 (long long)r.correct, (long long)r.labels);
   else
-    std::printf("%s: loss %.4f (%lld samples)\n", label, r.loss, (long long)r.count);
+    std::printf("%s: loss %.4f (%lld samples%s)\n", label, r.loss, (long long)r.count,
+                r.left_out ? (", " + std::to_string(r.left_out) + " of a last partial batch left "
+                              "out: the eval loss is per batch").c_str() : "");
 }
 
 }  // namespace

@@ -342,8 +342,12 @@ void add_verify(CLI::App& app, Action& action) {
       // Per-sample losses at the training losses' scale too: a sample the
       // model already fits has a loss that is a difference of logits
       // exact only to their rounding.
-      check("eval sample_loss", "eval/sample_loss", s->eval_sample_loss(),
-            a.tensor("golden/eval/sample_loss").view, nullptr, loss_scale);
+      if (s->eval_loss_per_sample())
+        check("eval sample_loss", "eval/sample_loss", s->eval_sample_loss(),
+              a.tensor("golden/eval/sample_loss").view, nullptr, loss_scale);
+      else
+        check("eval batch_loss", "eval/batch_loss", s->eval_batch_loss(),
+              a.tensor("golden/eval/batch_loss").view, nullptr, loss_scale);
       if (!failed.empty()) {
         std::printf("verify: FAILED %s\n", failed.c_str());
         return exit_code::kMismatch;

@@ -151,7 +151,12 @@ class Session {
   int eval_output_count() const;
   const std::string& eval_output_name(int i) const;
   const Tensor& eval_output(int i) const;
-  const Tensor& eval_sample_loss() const;  // loss of each sample, [batch]
+  // The eval loss: per sample ([batch]) where the loss splits per sample,
+  // else the batch's (0-d: a loss the model returns, a target flattened
+  // over the batch). eval_sample_loss fails on the second kind.
+  bool eval_loss_per_sample() const;
+  const Tensor& eval_sample_loss() const;
+  const Tensor& eval_batch_loss() const;
 
   // Gradient accumulation and gradients by name, for artifacts exported with
   // grad_step/apply_step (`trainstep export --grads`; fails otherwise).

@@ -77,8 +77,12 @@ struct TrainResult {
 RunPosition resume_position(const CheckpointMeta& m, const std::string& path);
 
 struct EvalResult {
-  double loss = 0;      // mean per-sample loss
+  double loss = 0;      // mean per-sample loss (batch losses weighted by their sizes)
   int64_t count = 0;    // samples
+  // Samples of a last partial batch left out: an artifact whose eval step
+  // gives the batch's loss (not each sample's) evaluates whole batches only,
+  // as padding would enter that loss.
+  int64_t left_out = 0;
   bool has_accuracy = false;  // integer (class) targets
   double accuracy = 0;  // correct / labels
   int64_t correct = 0, labels = 0;

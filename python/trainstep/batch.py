@@ -132,6 +132,18 @@ def _declared(spec, named, n_in, where):
     return Layout(all_dims[:n_in], all_dims[n_in:], size)
 
 
+def per_sample_dims(leaves, layout, names):
+    """output_dims, or None where an output has no batch dim of its own (a
+    loss the model returns, a 0-d tensor): the eval step then gives the
+    batch's loss instead of each sample's."""
+    try:
+        return output_dims(leaves, layout, names)
+    except CaptureError as e:
+        if any(leaf.dim() == 0 for leaf in leaves):
+            return None
+        raise e
+
+
 def output_dims(leaves, layout, names):
     """The batch dim of each output tensor: the first input's batch dim
     where it has the batch size there, else its only dim of that size."""

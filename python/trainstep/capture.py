@@ -324,7 +324,8 @@ def capture_apply(parts):
 
 def capture_eval(parts):
     """eval_step: model.eval() outputs and the per-sample loss (so the C++
-    side can mask a padded last batch)."""
+    side can mask a padded last batch), or, where an output has no batch
+    dim (a loss the model returns), the batch's loss."""
     p = parts
     st = {**p.params, **p.frozen, **p.buffers}
     ins = (StepInputs().state("params", p.pnames, "param", st)
@@ -352,7 +353,9 @@ def capture_eval(parts):
             raise CaptureError(f"the model's eval output: {e}") from None
         if not leaves:
             raise CaptureError("the model's eval output holds no tensor")
-        seen["dims"] = batch.output_dims(leaves, p.layout, seen["structure"].names)
+        seen["dims"] = batch.per_sample_dims(leaves, p.layout, seen["structure"].names)
+        if seen["dims"] is None:  # the batch's loss: the model returns it
+            return (*leaves, p.loss(out, a.targets).reshape(()))
         losses = vmap(per_sample_loss, in_dims=(*p.layout.targets, *seen["dims"]))(
             *a.targets, *leaves)
         return (*leaves, losses)
@@ -362,7 +365,7 @@ def capture_eval(parts):
     ins.drop_unused(gm, {"rng_seed", "rng_offset"})
     sig_out = [dict(role="output", index=i, name=name)
                for i, name in enumerate(seen["structure"].names)]
-    sig_out.append(dict(role="sample_loss"))
+    sig_out.append(dict(role="sample_loss" if seen["dims"] is not None else "batch_loss"))
     return Captured(gm, Signature(ins.ports, sig_out), ins.example)
 
 

@@ -188,6 +188,15 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
     return program
 
 
+def eval_kind(program):
+    """What the artifact's eval step reports about the loss."""
+    outs = program["functions"]["eval_step"].get("outputs", [])
+    if any(o.get("role") == "batch_loss" for o in outs):
+        return ("the batch's loss (an output has no batch dim, as a loss the model "
+                "returns: evaluation averages whole batches)")
+    return "per-sample loss"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="trainstep export")
     ap.add_argument("spec")
@@ -216,7 +225,8 @@ def main(argv=None):
                          trace_values=a.trace_values, calibration_rounds=a.calibration_rounds)
         hist = collections.Counter(n["op"] for n in program["functions"]["train_step"]["nodes"])
         print(f"exported {a.out}: {program['name']}, train_step {sum(hist.values())} nodes, "
-              f"{len(hist)} distinct ops, {len(program['state'])} state tensors")
+              f"{len(hist)} distinct ops, {len(program['state'])} state tensors; "
+              f"eval: {eval_kind(program)}")
         return 0
     return cli_errors.run("trainstep export", body, a.spec, debug=a.debug,
                           known=(ExportError, capture.CaptureError), user_file=a.spec)

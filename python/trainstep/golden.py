@@ -156,16 +156,18 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
         xs, ys = batches[0]
         out = model(*parts.example.args(xs))
         leaves, structure = pytree.flatten(out)
-        dims = batch.output_dims(leaves, parts.layout, structure.names)
+        dims = batch.per_sample_dims(leaves, parts.layout, structure.names)
 
         def sample(i):
             one = structure.build([o.narrow(d, i, 1) for o, d in zip(leaves, dims)])
             ts = [y.narrow(d, i, 1) for y, d in zip(ys, parts.layout.targets)]
             return spec.loss_fn(one, parts.example.target(ts))
-        per = torch.stack([sample(i) for i in range(parts.layout.size)])
+        if dims is None:  # the batch's loss (capture.capture_eval)
+            obs["eval/batch_loss"] = spec.loss_fn(out, parts.example.target(ys)).reshape(())
+        else:
+            obs["eval/sample_loss"] = torch.stack([sample(i) for i in range(parts.layout.size)])
     for i, o in enumerate(leaves):
         obs[f"eval/output{i}"] = o
-    obs["eval/sample_loss"] = per
     return obs
 
 
@@ -191,7 +193,8 @@ def calibrate(parts, batches, seed, grads, base, rounds):
             gen = torch.Generator().manual_seed(1000 * r + i)
             got = _run(parts, batches, seed, grads, kind, gen)
             for key in spread:
-                scale = loss_scale if key.startswith("loss/") or key == "eval/sample_loss" \
+                scale = loss_scale if key.startswith("loss/") or \
+                    key in ("eval/sample_loss", "eval/batch_loss") \
                     else 0.0
                 spread[key] = max(spread[key], _relative(got[key], base[key], scale))
     return spread

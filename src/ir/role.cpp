@@ -11,7 +11,7 @@ constexpr Named kRoles[] = {
     {Role::State, "state"},   {Role::Grad, "grad"},     {Role::Lr, "lr"},
     {Role::RngSeed, "rng_seed"}, {Role::RngOffset, "rng_offset"}, {Role::Input, "input"},
     {Role::Target, "target"}, {Role::Loss, "loss"},     {Role::Output, "output"},
-    {Role::SampleLoss, "sample_loss"},
+    {Role::SampleLoss, "sample_loss"}, {Role::BatchLoss, "batch_loss"},
 };
 }  // namespace
 

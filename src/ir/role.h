@@ -17,6 +17,7 @@ enum class Role {
   Loss,        // the step's loss, 0-d
   Output,      // a model output, by Port::index
   SampleLoss,  // eval_step's per-sample loss, [batch]
+  BatchLoss,   // or its loss of the whole batch, 0-d (a loss the model returns)
 };
 
 // The artifact's spelling of `r`.

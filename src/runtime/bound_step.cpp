@@ -76,6 +76,7 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
   targets_ = f.inputs_of(Role::Target);
   loss_ = f.find_output(Role::Loss);
   sample_loss_ = f.find_output(Role::SampleLoss);
+  batch_loss_ = f.find_output(Role::BatchLoss);
   for (size_t i = 0; i < f.outputs.size(); ++i) {
     const Port& out = f.outputs[i];
     if (out.role == Role::State) state_out_.emplace_back(int(i), &b.state->at(out.state).view);
@@ -85,9 +86,9 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
   const bool needs_loss = kind == StepKind::Train || kind == StepKind::Grad;
   const bool model_out = kind == StepKind::Eval;
   if ((batch && targets_.empty()) || (needs_loss && loss_ < 0) ||
-      (model_out && (outputs_.empty() || sample_loss_ < 0)))
+      (model_out && (outputs_.empty() || (sample_loss_ < 0) == (batch_loss_ < 0))))
     fail(where + "'s signature lacks a " +
-         (batch && targets_.empty() ? "target" : needs_loss && loss_ < 0 ? "loss" : "model output or per-sample loss"));
+         (batch && targets_.empty() ? "target" : needs_loss && loss_ < 0 ? "loss" : "model output and one per-sample or batch loss"));
 }
 
 Executor& BoundStep::executor() {

@@ -81,7 +81,8 @@ class BoundStep {
   // session's steps return.
   float loss_value() const;
   const std::vector<int>& outputs() const { return outputs_; }  // model outputs, by index
-  int sample_loss() const { return sample_loss_; }
+  int sample_loss() const { return sample_loss_; }  // -1: none (batch_loss instead)
+  int batch_loss() const { return batch_loss_; }
   // Output slot -> the session tensor it renews: new state, and gradients.
   using Renewal = std::vector<std::pair<int, Tensor*>>;
   const Renewal& state_out() const { return state_out_; }
@@ -98,7 +99,7 @@ class BoundStep {
   std::unique_ptr<Executor> ex_;       // on the CPU
   std::unique_ptr<DeviceStep> dev_;    // or on a device
   std::vector<int> inputs_, targets_, outputs_;
-  int loss_ = -1, sample_loss_ = -1;
+  int loss_ = -1, sample_loss_ = -1, batch_loss_ = -1;
   Renewal state_out_, grad_out_;
 };
 

@@ -618,9 +618,19 @@ const std::string& Session::eval_output_name(int i) const {
   const std::string& n = e.function().outputs[e.outputs()[i]].name;
   return n.empty() ? lone : n;  // artifacts before named outputs
 }
+bool Session::eval_loss_per_sample() const { return step(StepKind::Eval).sample_loss() >= 0; }
 const Tensor& Session::eval_sample_loss() const {
   const BoundStep& e = step(StepKind::Eval);
+  if (e.sample_loss() < 0)
+    fail(artifact_->path + ": its eval step gives the batch's loss, not each sample's "
+         "(eval_batch_loss)");
   return e.output(e.sample_loss());
+}
+const Tensor& Session::eval_batch_loss() const {
+  const BoundStep& e = step(StepKind::Eval);
+  if (e.batch_loss() < 0)
+    fail(artifact_->path + ": its eval step gives each sample's loss (eval_sample_loss)");
+  return e.output(e.batch_loss());
 }
 
 void Session::save_checkpoint(const std::string& path, const std::optional<RunPosition>& run,

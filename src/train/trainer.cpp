@@ -57,7 +57,10 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   const Function& f = s.program().function("eval_step");
   const Port& yp = f.inputs[f.find_input(Role::Target)];
   const TensorType& yt = yp.type;
-  r.has_accuracy = yt.dtype == DType::I64;
+  // A batch loss (a loss the model returns) has no per-sample split: whole
+  // batches only, and no accuracy (the outputs need not be per sample).
+  const bool sample_losses = s.eval_loss_per_sample();
+  r.has_accuracy = sample_losses && yt.dtype == DType::I64;
   // Label k belongs to sample (k / per_sample) % batch: the target's dims
   // after its batch dim are one sample's.
   int64_t per_sample = 1;
@@ -68,9 +71,18 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   for (int64_t b = 0; b < data.padded_batches(); ++b) {
     pf->next();
     const int64_t real = pf->real();
+    if (!sample_losses && real < batch) {
+      r.left_out += real;
+      continue;
+    }
     s.eval_step({pf->x().view}, pf->y().view);
-    const float* sl = s.eval_sample_loss().as<float>();
-    for (int64_t i = 0; i < real; ++i) loss_sum += sl[i];
+    if (sample_losses) {
+      const float* sl = s.eval_sample_loss().as<float>();
+      for (int64_t i = 0; i < real; ++i) loss_sum += sl[i];
+    } else {
+      const Tensor& bl = s.eval_batch_loss();
+      loss_sum += real * (bl.dtype == DType::F64 ? *bl.as<double>() : *bl.as<float>());
+    }
     r.count += real;
     if (!r.has_accuracy) continue;
     const Tensor& out = s.eval_output();

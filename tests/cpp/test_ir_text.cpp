@@ -105,7 +105,7 @@ TEST(IrText, ErrorsNameTheLine) {
   // Roles are parsed once, here: a misspelt one names the line and the roles there are.
   EXPECT_NE(err("func f(%x: float32[2] {role=inptu}) {\n}\n")
                 .find("line 1: unknown role 'inptu' (expected one of state, grad, lr, rng_seed, "
-                      "rng_offset, input, target, loss, output, sample_loss)"),
+                      "rng_offset, input, target, loss, output, sample_loss, batch_loss)"),
             std::string::npos);
   EXPECT_NE(err("func f() {\n  return\n").find("missing the closing '}'"), std::string::npos);
   EXPECT_NE(err("func f(%x: float32[2] {role=input}) {\n  return %x {role=output}\n"

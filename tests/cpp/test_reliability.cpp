@@ -165,10 +165,10 @@ TEST(ProgramRoles, UnknownRoleNamesThePort) {
   const std::string e = error_of([&] { ts::parse_program(p, "m.tstep"); });
   EXPECT_NE(e.find("m.tstep: program: "), std::string::npos) << e;
   EXPECT_NE(e.find("unknown role 'inptu' (expected one of state, grad, lr, rng_seed, rng_offset, "
-                   "input, target, loss, output, sample_loss)"),
+                   "input, target, loss, output, sample_loss, batch_loss)"),
             std::string::npos)
       << e;
-  for (ts::Role r : {ts::Role::State, ts::Role::RngOffset, ts::Role::SampleLoss}) {
+  for (ts::Role r : {ts::Role::State, ts::Role::RngOffset, ts::Role::SampleLoss, ts::Role::BatchLoss}) {
     ts::Role back = ts::Role::Input;
     ASSERT_TRUE(ts::parse_role(ts::role_name(r), &back));
     EXPECT_EQ(back, r);

@@ -1,6 +1,8 @@
 """Hugging Face models built from small configs, unmodified, with an
 external loss on their logits ($HF: gpt2, bert (with a padding mask),
-llama, lora (peft LoRA on GPT-2's attention, with LoRA dropout))."""
+llama, lora (peft LoRA on GPT-2's attention, with LoRA dropout)), or
+returning their own loss ($HF=gpt2_labels: labels=..., as HF training
+loops call them; the eval step then gives the batch's loss)."""
 import os
 
 import torch
@@ -11,6 +13,18 @@ import transformers as T
 import trainstep
 
 VOCAB, BATCH, SEQ = 64, 2, 8
+
+
+class WithLabels(nn.Module):
+    """The model's own output object, loss and logits, given labels (no KV
+    cache: a DynamicCache in the output is refused, naming it)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, labels):
+        return self.model(input_ids=ids, labels=labels, use_cache=False)
 
 
 class LM(nn.Module):
@@ -25,7 +39,7 @@ class LM(nn.Module):
 
 
 def _model(name):
-    if name in ("gpt2", "lora"):
+    if name in ("gpt2", "lora", "gpt2_labels"):
         m = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2,
                                            n_head=2, bos_token_id=0, eos_token_id=0))
         if name == "lora":
@@ -51,6 +65,12 @@ def loss_fn(logits, y):
 def build():
     name = os.environ.get("HF", "gpt2")
     torch.manual_seed(0)
+    if name == "gpt2_labels":
+        model = WithLabels(_model(name))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+        return trainstep.TrainSpec(model, lambda out, y: out.loss, opt, (ids, ids), ids,
+                                   name="hf_gpt2_labels")
     model = LM(_model(name))
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
