@@ -49,8 +49,8 @@ class TrainSpec:
     batch_dims: Optional[Any] = None
     target_batch_dim: Optional[Any] = None
     # How the optimizer becomes part of the step: "auto" traces its own
-    # step(), except torch's SGD, Adadelta, Adam, AdamW, RMSprop and
-    # Adagrad, which take trainstep's rewritten rules; "traced" traces
-    # those too; "rules" only the rules (docs/optimizers.md).
+    # step(), except under torch 1.13, where torch's SGD, Adadelta, Adam,
+    # AdamW, RMSprop and Adagrad take trainstep's rewritten rules; "traced"
+    # always traces; "rules" takes the rules (docs/optimizers.md).
     optimizer_capture: str = "auto"
     extra: dict = field(default_factory=dict)

@@ -141,15 +141,17 @@ class StepParts:
 
 def functional_optimizer(spec, groups, updated, named):
     """The spec's optimizer as a pure update: traced from its own step()
-    (traced_optim.py), or, for torch's six classic optimizers unless
-    `TrainSpec.optimizer_capture == "traced"`, the rewritten rule of
-    optim.py (docs/optimizers.md says why both exist)."""
+    (traced_optim.py), or, for torch's six classic optimizers under torch
+    1.13 (whose step() reads .item()) or when
+    `TrainSpec.optimizer_capture == "rules"`, the rewritten rule of
+    optim.py (docs/optimizers.md)."""
     how = getattr(spec, "optimizer_capture", "auto")
     if how not in ("auto", "traced", "rules"):
         raise CaptureError(f"optimizer_capture={how!r}: must be 'auto', 'traced' or 'rules'")
     rule = ts_optim.SUPPORTED.get(type(spec.optimizer).__name__)
     is_torch = type(spec.optimizer).__module__.startswith("torch.optim")
-    if how == "rules" or (how == "auto" and rule is not None and is_torch):
+    traceable = hasattr(torch, "compiler")  # torch 2.x: torch.optim traces
+    if how == "rules" or (how == "auto" and rule is not None and is_torch and not traceable):
         return ts_optim.Optimizer(spec.optimizer, groups, updated=updated)
     refused = {"LBFGS": "its step(closure) re-evaluates the model up to max_iter times with "
                "data-dependent exits, and the captured step has no loops",
@@ -158,7 +160,7 @@ def functional_optimizer(spec, groups, updated, named):
         raise ts_optim.UnsupportedOptimizer(
             f"optimizer {type(spec.optimizer).__name__} is not supported: "
             f"{refused[type(spec.optimizer).__name__]}")
-    if is_torch and not hasattr(torch, "compiler"):
+    if is_torch and not traceable:
         raise ts_optim.UnsupportedOptimizer(
             f"optimizer {type(spec.optimizer).__name__}: torch {torch.__version__}'s own "
             "optimizers read their step counts with .item(), so trainstep traces them only "

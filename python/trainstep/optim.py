@@ -267,6 +267,17 @@ def rule_class(opt):
     return cls
 
 
+def check_group_options(name, i, g):
+    """Refuses param group options a scheduler changes every step: the
+    captured step keeps them constant."""
+    if "max_momentum" in g or "base_momentum" in g:
+        raise UnsupportedOptimizer(
+            f"{name}: param group {i} is driven by OneCycleLR(cycle_momentum=True), "
+            "which changes momentum/beta1 every step; momentum is a constant of the "
+            "captured step. Use OneCycleLR(..., cycle_momentum=False), or none, and "
+            "`trainstep train --lr-schedule onecycle:...` (it cycles the LR only)")
+
+
 @dataclass
 class Group:
     """One torch param group: its rule, its parameters (every one, in torch's
@@ -300,12 +311,7 @@ class Optimizer:
         self.defaults = {k: v for k, v in opt.defaults.items() if k != "params"}
         self.groups = []
         for i, (g, gnames) in enumerate(zip(groups, names)):
-            if "max_momentum" in g or "base_momentum" in g:
-                raise UnsupportedOptimizer(
-                    f"{self.name}: param group {i} is driven by OneCycleLR(cycle_momentum=True), "
-                    "which changes momentum/beta1 every step; momentum is a constant of the "
-                    "captured step. Use OneCycleLR(..., cycle_momentum=False), or none, and "
-                    "`trainstep train --lr-schedule onecycle:...` (it cycles the LR only)")
+            check_group_options(self.name, i, g)
             rule = cls(g, opt.defaults)
             lr = float(g["lr"])
             if lr == self.base_lr:

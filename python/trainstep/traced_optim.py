@@ -34,7 +34,7 @@ import torch
 
 from . import scalars
 from .errors import CaptureError
-from .optim import STEP, UnsupportedOptimizer, state_name
+from .optim import STEP, UnsupportedOptimizer, check_group_options, state_name
 
 
 @dataclass
@@ -127,6 +127,7 @@ class TracedOptimizer:
         self.defaults = {k: v for k, v in opt.defaults.items() if k != "params"}
         self.groups = []
         for i, (g, gnames) in enumerate(zip(groups, names)):
+            check_group_options(self.name, i, g)
             lr = float(g["lr"])
             if lr != self.base_lr and self.base_lr == 0:
                 raise UnsupportedOptimizer(
@@ -188,8 +189,12 @@ class TracedOptimizer:
                     ng[k] = v
             ps = []
             for n in g.params:
+                # A parameter the step does not update (grad None: step()
+                # skips it) stands in as zeros of its shape, made here: the
+                # user's tensor read inside the trace would be a constant.
+                ref = self._by_param[n]
                 q = values[n].detach().clone() if n in values else \
-                    self._by_param[n].detach().clone()
+                    torch.zeros(ref.shape, dtype=ref.dtype)
                 if n in grads and n in g.updated:
                     q.grad = grads[n]
                     st = state.get(n) or {}

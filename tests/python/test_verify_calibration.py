@@ -22,12 +22,11 @@ def _lines(out, prefix):
 
 @pytest.fixture
 def planted(monkeypatch):
-    from trainstep import optim
-    right = optim.Optimizer.update
-
-    def wrong(self, params, grads, state, lr):
-        return right(self, params, grads, state, lr * 1.02)
-    monkeypatch.setattr(optim.Optimizer, "update", wrong)
+    from trainstep import optim, traced_optim
+    for cls in (optim.Optimizer, traced_optim.TracedOptimizer):  # rules and traced
+        def wrong(self, params, grads, state, lr, right=cls.update):
+            return right(self, params, grads, state, lr * 1.02)
+        monkeypatch.setattr(cls, "update", wrong)
 
 
 @pytest.mark.parametrize("name", NAMES)
