@@ -16,7 +16,8 @@ import torch
 
 from . import capture_errors
 from . import optim as ts_optim
-from . import batch, caches, patches, provenance, pytree, rng, rnn, scalars, traced_optim, views
+from . import batch, caches, environment, patches, provenance, pytree, rng, rnn, scalars
+from . import traced_optim, views
 from .signature import StepInputs, StepOutputs, tensor_meta
 from .compat import decomposition_table, functional_call, mkldnn_off, functionalize, grad_and_value, make_fx, vmap
 
@@ -391,10 +392,12 @@ def _trace(fn, example):
     clones = [t.detach().clone() for t in example]
     # oneDNN's RNN path (2.x's CPU LSTM in training: mkldnn_rnn_layer) has
     # no runtime kernel; with it off, ATen runs the cells as plain ops.
-    # The tracing environment (environment.py): libraries that ask whether
-    # they are traced (torch.compiler.is_compiling()) hear yes, and math
-    # keeps an optimizer's traced numbers traced.
-    with patches.applied(), mkldnn_off(), scalars.environment_patches().applied():
+    # The tracing environment (environment.py), one set of patches: the
+    # library stand-ins (patches.py), libraries that ask whether they are
+    # traced (torch.compiler.is_compiling()) hear yes, and math keeps an
+    # optimizer's traced numbers traced.
+    env = scalars.environment_patches(patches.stand_ins(environment.Patches()))
+    with env.applied(), mkldnn_off():
         gm = make_fx(functionalize(fn), decomposition_table=decomposition_table())(*clones)
     if _mutating_nodes(gm):
         # Some C++ composites (2.x's no-grad GRU cell: mul_, add_, tanh_)

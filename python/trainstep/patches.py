@@ -18,6 +18,9 @@ every stand-in against the real thing), using only static-shape ops.
   "fast path" is one fused op (_native_multi_head_attention,
   _transformer_encoder_layer_fwd) with no backward and no runtime kernel;
   fast_paths_off(model) makes them take the plain path, as in training.
+- F.one_hot(y, num_classes): ATen checks the indices' range by reading
+  their min and max; the stand-in compares with arange (DiceLoss-style
+  losses call it).
 - x[:, i, j] = v and x[i, :, j] = v (torch 1.13): make_fx(functionalize(grad))
   of a write through index tensors with full slices before or between them
   fails in 1.13 ("sym_strides() called on an undefined Tensor"); the slices
@@ -29,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from . import attention
+from . import attention, environment
 
 _cross_entropy = F.cross_entropy
 _batch_norm = F.batch_norm
@@ -112,7 +115,6 @@ def _mask_as_given(mask, is_causal=None, size=None):
     return is_causal is True
 
 
-_SETITEM_OWN = "__setitem__" in torch.Tensor.__dict__
 _setitem = torch.Tensor.__setitem__
 
 
@@ -195,42 +197,38 @@ def setitem(self, key, value):
 setitem.__code__ = setitem.__code__.replace(co_filename="<trainstep.patches.setitem>")
 
 
-@contextlib.contextmanager
-def _setitem_on_1_13():
-    if hasattr(torch, "compile"):  # 2.x traces the sliced form
-        yield
-        return
-    torch.Tensor.__setitem__ = setitem
-    try:
-        yield
-    finally:
-        if _SETITEM_OWN:
-            torch.Tensor.__setitem__ = _setitem
-        else:
-            del torch.Tensor.__setitem__
+def one_hot(tensor, num_classes=-1):
+    """F.one_hot with num_classes given, as a comparison with arange: ATen's
+    reads the indices' min and max to check them (a value read in a
+    traced step). Without num_classes the width is the data's max + 1, a
+    data-dependent shape: that call goes to the original, which refuses."""
+    if num_classes < 0:
+        return _one_hot(tensor, num_classes)
+    classes = torch.arange(num_classes, dtype=tensor.dtype, device=tensor.device)
+    return (tensor.unsqueeze(-1) == classes).to(torch.int64)
 
 
-@contextlib.contextmanager
-def applied():
+_one_hot = F.one_hot
+
+
+def stand_ins(p):
+    """Adds every stand-in above to `p` (environment.Patches)."""
     import torch.nn.modules.transformer as T
-    saved = (F.cross_entropy, F.batch_norm, _BatchNorm.forward)
-    sdpa = attention.original()
-    detect = getattr(T, "_detect_is_causal_mask", None)  # torch >= 2.1
-    F.cross_entropy, F.batch_norm = cross_entropy, batch_norm
-    _BatchNorm.forward = batch_norm_forward
-    if sdpa is not None:
-        F.scaled_dot_product_attention = attention.scaled_dot_product_attention
-    if detect is not None:
-        T._detect_is_causal_mask = _mask_as_given
-    try:
-        with _setitem_on_1_13():
-            yield
-    finally:
-        F.cross_entropy, F.batch_norm, _BatchNorm.forward = saved
-        if sdpa is not None:
-            F.scaled_dot_product_attention = sdpa
-        if detect is not None:
-            T._detect_is_causal_mask = detect
+    p.add(F, "cross_entropy", cross_entropy).add(F, "batch_norm", batch_norm)
+    p.add(_BatchNorm, "forward", batch_norm_forward).add(F, "one_hot", one_hot)
+    if attention.original() is not None:
+        p.add(F, "scaled_dot_product_attention", attention.scaled_dot_product_attention)
+    if hasattr(T, "_detect_is_causal_mask"):  # torch >= 2.1
+        p.add(T, "_detect_is_causal_mask", _mask_as_given)
+    if not hasattr(torch, "compile"):  # 2.x traces the sliced form
+        p.add(torch.Tensor, "__setitem__", setitem)
+    return p
+
+
+def applied():
+    """The stand-ins, on their own (capture._trace applies them with the
+    rest of the tracing environment)."""
+    return stand_ins(environment.Patches()).applied()
 
 
 @contextlib.contextmanager

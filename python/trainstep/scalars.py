@@ -191,10 +191,10 @@ class ScalarMode(TorchFunctionMode):
             refuse(f"passes such a number to {name or func} ({str(e).splitlines()[0]})")
 
 
-def environment_patches():
-    """The patches under which step() is traced: math on Scalars, and the
-    'compiling' flag torch.optim reads."""
-    p = environment.Patches()
+def environment_patches(p=None):
+    """The patches under which step() is traced (added to `p`): math on
+    Scalars, and the 'compiling' flag torch.optim reads."""
+    p = p if p is not None else environment.Patches()
     environment.math_functions(p, _lift)
     environment.compiling_flag(p)
     return p

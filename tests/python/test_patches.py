@@ -162,3 +162,23 @@ def test_setitem_through_a_mask_after_slices_writes_what_torch_writes():
         count = int(mask.sum())
         if count > 1:  # one value per selected element: x[:, mask] = y[:, mask]
             assert patches._sliced_mask(x, key, torch.randn(count, *rest)) is None
+
+
+@pytest.mark.parametrize("shape,classes", [((7,), 4), ((2, 3, 5), 6), ((), 3)])
+def test_one_hot_with_num_classes(shape, classes):
+    g = torch.Generator().manual_seed(2)
+    t = torch.randint(0, classes, shape, generator=g)
+    want = F.one_hot(t, classes)
+    got = patches.one_hot(t, classes)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_one_hot_loss_exports_and_verifies(tmp_path):
+    """A Dice loss over F.one_hot(target, num_classes) (segmentation
+    libraries' way), under both torches."""
+    import os
+    from conftest import SPECS, run
+    art = tmp_path / "dice.tstep"
+    run("export", os.path.join(SPECS, "one_hot_dice.py"), "--out", art)
+    p = run("verify", art, "--threads", "1", check=False)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == "verify: ok", p.stdout
