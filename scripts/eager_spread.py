@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from trainstep import capture, export, golden  # noqa: E402
+from trainstep import capture, exporter as export, golden  # noqa: E402
 
 
 def main():

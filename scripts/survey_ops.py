@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import trainstep  # noqa: E402
-from trainstep import capture, export  # noqa: E402
+from trainstep import capture, exporter as export  # noqa: E402
 from trainstep.serialize import serialize_function  # noqa: E402
 
 

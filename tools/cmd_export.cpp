@@ -177,7 +177,7 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
       ->check(CLI::NonNegativeNumber);
   cmd->callback([=, &action] {
     action = [=] {
-      std::vector<std::string> args{"trainstep.export", *spec, "--out", *out,
+      std::vector<std::string> args{"trainstep.exporter", *spec, "--out", *out,
                                     "--seed", std::to_string(*seed)};
       if (*grads) args.push_back("--grads");
       if (*trace) args.push_back("--trace-values");

@@ -25,7 +25,7 @@ def setup(a):
     import torch
     torch.set_flush_denormal(True)  # before the thread pool exists: its threads inherit it
     torch.set_num_threads(a.threads)
-    from trainstep.export import load_spec
+    from trainstep.exporter import load_spec
     step = eager_step(load_spec(a.spec))
     base = f"torch {torch.__version__}, set_num_threads({a.threads})"
     if a.peer == "eager":

@@ -11,7 +11,7 @@ from . import __version__, launch
 
 # command -> (module, the arguments its main() takes first)
 COMMANDS = {
-    "export": ("trainstep.export", []),
+    "export": ("trainstep.exporter", []),
     "import-checkpoint": ("trainstep.torch_checkpoint", ["import"]),
     "export-checkpoint": ("trainstep.torch_checkpoint", ["export"]),
 }

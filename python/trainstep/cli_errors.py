@@ -1,4 +1,4 @@
-"""How the Python CLIs (trainstep.export, trainstep.torch_checkpoint) end on
+"""How the Python CLIs (trainstep.exporter, trainstep.torch_checkpoint) end on
 an error: one line on stderr naming the file, and the line where one is
 known, then exit 1 (130 on Ctrl-C). The full traceback only with --debug,
 or TRAINSTEP_DEBUG=1 (what `trainstep --debug` sets for the Python side).

@@ -95,7 +95,7 @@ def installed(tmp_path_factory):
 
 def test_import_resolves_to_the_installed_copy(installed):
     py, work = installed
-    p = _ok(_sh([py, "-c", "import sys, trainstep, trainstep.export, torch; "
+    p = _ok(_sh([py, "-c", "import sys, trainstep, trainstep.exporter, torch; "
                  "print(trainstep.__file__); print(trainstep.__version__); print(sys.prefix)"],
                 cwd=work))
     where, version, prefix = p.stdout.split()

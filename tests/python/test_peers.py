@@ -35,7 +35,7 @@ def torch2_python():
 def torch_two_steps(tmp_path):
     """Two eager steps of the MNIST spec, recording dropout's masks; returns
     (the JAX oracle's input file, initial state, losses, step-0 grads, final state)."""
-    from trainstep.export import load_spec
+    from trainstep.exporter import load_spec
     spec = load_spec(os.path.join(ROOT, "examples", "mnist", "spec.py"))
     model, opt = spec.model, spec.optimizer
     x, y = spec.example_inputs[0], spec.example_target

@@ -107,7 +107,7 @@ def _train_and_reload(art, spec_path, text, tmp_path, strict):
     after = _test_loss(art, dspec, ckpt)
 
     from trainstep import checkpoint
-    from trainstep.export import load_spec
+    from trainstep.exporter import load_spec
     spec = load_spec(spec_path)
     missing, unexpected = spec.model.load_state_dict(checkpoint.load_state_dict(ckpt), strict=strict)
     assert not unexpected
@@ -205,7 +205,7 @@ def test_sequence_first_lm_trains_from_text(text, tmp_path):
     after = _test_loss(art, dspec, ckpt)
 
     from trainstep import checkpoint
-    from trainstep.export import load_spec
+    from trainstep.exporter import load_spec
     spec = load_spec(spec_path)
     spec.model.load_state_dict(checkpoint.load_state_dict(ckpt))
     spec.model.eval()

@@ -18,7 +18,7 @@ SPEC_FILES = {
 
 
 def _spec(name):
-    from trainstep.export import load_spec
+    from trainstep.exporter import load_spec
     return load_spec(SPEC_FILES[name])
 
 

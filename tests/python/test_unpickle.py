@@ -124,7 +124,7 @@ def test_state_dicts_load_in_each_format(tmp_path, fmt):
 
 
 def test_legacy_format_imports_like_zip(artifacts, tmp_path):
-    from trainstep.export import load_spec
+    from trainstep.exporter import load_spec
     art = artifacts("interop_adamw", ART_SPEC)
     spec = load_spec(ART_SPEC)
     d = {"model": spec.model.state_dict(), "optimizer": spec.optimizer.state_dict()}

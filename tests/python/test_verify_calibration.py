@@ -31,9 +31,9 @@ def planted(monkeypatch):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_planted_optimizer_bug_fails(tmp_path, planted, name):
-    from trainstep import export
+    from trainstep import exporter
     out = tmp_path / f"{name}.tstep"
-    export.export(os.path.join(EXAMPLES, name, "spec.py"), str(out), golden_steps=2)
+    exporter.export(os.path.join(EXAMPLES, name, "spec.py"), str(out), golden_steps=2)
     p = run("verify", out, check=False)
     assert p.returncode == 3, p.stdout + p.stderr
     assert p.stdout.splitlines()[-1].startswith("verify: FAILED"), p.stdout

@@ -141,6 +141,15 @@ def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
     if ops is None:  # first: a missing or mismatched binary fails before the work
         ops = supported_ops()
     spec = load_spec(spec_path)
+    return export_spec(spec, out_path, golden_steps, seed, ops, grads, trace_values,
+                       calibration_rounds, spec_path)
+
+
+def export_spec(spec, out_path, golden_steps=None, seed=0, ops=None, grads=None,
+                trace_values=False, calibration_rounds=golden.ROUNDS, spec_path=None):
+    """A TrainSpec -> the artifact at out_path; returns the program JSON."""
+    if ops is None:
+        ops = supported_ops()
     capture_errors.check_spec(spec, spec_path)
     try:
         parts = capture.StepParts(spec)
