@@ -54,3 +54,23 @@ class TrainSpec:
     # always traces; "rules" takes the rules (docs/optimizers.md).
     optimizer_capture: str = "auto"
     extra: dict = field(default_factory=dict)
+
+
+def export(train_step, example_batch, path, *, model=None, optimizer=None, target=None,
+           name=None, golden_steps=3, grads=False, calibration_rounds=2):
+    """Captures `train_step(batch)`, a training step written as in eager
+    PyTorch (forward, loss, loss.backward(), optionally clip_grad_norm_,
+    optimizer.step(), optimizer.zero_grad(); returns the loss), into the
+    artifact at `path`; returns its program JSON. example_batch is
+    (inputs, target) as a DataLoader yields it, or a dict whose target
+    key(s) `target` names (default: labels, label, targets, target or y).
+    model and optimizer default to the one nn.Module and the one
+    torch.optim.Optimizer the function reaches by name. See step_fn.py."""
+    from . import exporter, step_fn
+    spec = step_fn.spec_from(train_step, example_batch, model, optimizer, target, name,
+                             golden_steps, grads)
+    try:
+        return exporter.export_spec(spec, path, calibration_rounds=calibration_rounds)
+    finally:
+        step_fn.restore(spec)
+

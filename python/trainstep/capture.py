@@ -350,6 +350,15 @@ def capture_eval(parts):
         # draws from the eval stream; most draw nothing, and lose the ports.
         with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE):
             out = p.call_model(a.params, a.frozen, a.buffers, a.inputs)
+        sf = getattr(p.spec, "step_function", None)
+        if sf is not None:  # a train_step function (step_fn.py): its loss, per batch
+            with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE):
+                loss, returned = sf.run(out, p.example.target(a.targets))
+            leaves, seen["structure"] = pytree.flatten(returned)
+            if not leaves:
+                leaves, seen["structure"] = pytree.flatten(loss)
+            seen["dims"] = None
+            return (*leaves, loss)
         try:
             leaves, seen["structure"] = pytree.flatten(out)
         except TypeError as e:

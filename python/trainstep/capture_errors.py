@@ -291,7 +291,7 @@ def check_graph(gm):
 def check_spec(spec, spec_path):
     """Refuses, before capture, what would otherwise fail deep in it:
     tensor subclasses and in-place writes into the example batch."""
-    build_at = _build_line(spec_path)
+    build_at = _build_line(spec_path) if spec_path else None
     batch.example(spec, build_at)
     _check_types(spec, build_at)
     _check_batch_dim(spec, build_at)

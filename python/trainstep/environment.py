@@ -34,8 +34,10 @@ class Patches:
         saved = []
         try:
             for owner, name, value in self._items:
-                saved.append((owner, name, owner.__dict__.get(name, _ABSENT)
-                              if isinstance(owner, type) else getattr(owner, name, _ABSENT)))
+                # The owner's own attribute (a module's, a class's, an
+                # object's), or none: restoring then deletes ours, and the
+                # inherited one (a class's method) shows again.
+                saved.append((owner, name, vars(owner).get(name, _ABSENT)))
                 setattr(owner, name, value)
             yield
         finally:

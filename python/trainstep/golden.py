@@ -155,14 +155,24 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
     with torch.no_grad(), rng.stream(torch.tensor(seed), torch.tensor(0), rng.EVAL_KEY_BASE):
         xs, ys = batches[0]
         out = model(*parts.example.args(xs))
-        leaves, structure = pytree.flatten(out)
-        dims = batch.per_sample_dims(leaves, parts.layout, structure.names)
+        sf = getattr(spec, "step_function", None)
+        if sf is not None:  # a train_step function (step_fn.py): its loss, per batch
+            loss, out = sf.run(out, parts.example.target(ys))
+            leaves, structure = pytree.flatten(out)
+            if not leaves:
+                leaves, structure = pytree.flatten(loss)
+            dims = None
+        else:
+            leaves, structure = pytree.flatten(out)
+            dims = batch.per_sample_dims(leaves, parts.layout, structure.names)
 
         def sample(i):
             one = structure.build([o.narrow(d, i, 1) for o, d in zip(leaves, dims)])
             ts = [y.narrow(d, i, 1) for y, d in zip(ys, parts.layout.targets)]
             return spec.loss_fn(one, parts.example.target(ts))
-        if dims is None:  # the batch's loss (capture.capture_eval)
+        if sf is not None:
+            obs["eval/batch_loss"] = loss
+        elif dims is None:  # the batch's loss (capture.capture_eval)
             obs["eval/batch_loss"] = spec.loss_fn(out, parts.example.target(ys)).reshape(())
         else:
             obs["eval/sample_loss"] = torch.stack([sample(i) for i in range(parts.layout.size)])
