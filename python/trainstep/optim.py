@@ -278,6 +278,18 @@ def check_group_options(name, i, g):
             "`trainstep train --lr-schedule onecycle:...` (it cycles the LR only)")
 
 
+def lr_scale(name, i, g, base_lr):
+    """Group i's LR as a multiple of group 0's (the runtime LR input)."""
+    lr = float(g["lr"])
+    if lr == base_lr:
+        return 1.0
+    if base_lr == 0:
+        raise UnsupportedOptimizer(
+            f"{name}: param group 0 has lr=0 but group {i} has lr={lr}; group "
+            "LRs are multiples of group 0's, so group 0's LR must not be 0")
+    return lr / base_lr
+
+
 @dataclass
 class Group:
     """One torch param group: its rule, its parameters (every one, in torch's
@@ -313,15 +325,7 @@ class Optimizer:
         for i, (g, gnames) in enumerate(zip(groups, names)):
             check_group_options(self.name, i, g)
             rule = cls(g, opt.defaults)
-            lr = float(g["lr"])
-            if lr == self.base_lr:
-                scale = 1.0
-            elif self.base_lr == 0:
-                raise UnsupportedOptimizer(
-                    f"{self.name}: param group 0 has lr=0 but group {i} has lr={lr}; group "
-                    "LRs are multiples of group 0's, so group 0's LR must not be 0")
-            else:
-                scale = lr / self.base_lr
+            scale = lr_scale(self.name, i, g, self.base_lr)
             upd = [n for n in gnames if updated is None or n in updated]
             opts = {k: v for k, v in g.items() if k != "params"}
             self.groups.append(Group(rule, list(gnames), upd, scale, opts))

@@ -34,7 +34,7 @@ import torch
 
 from . import scalars
 from .errors import CaptureError
-from .optim import STEP, UnsupportedOptimizer, check_group_options, state_name
+from .optim import STEP, UnsupportedOptimizer, check_group_options, lr_scale, state_name
 
 
 @dataclass
@@ -128,12 +128,7 @@ class TracedOptimizer:
         self.groups = []
         for i, (g, gnames) in enumerate(zip(groups, names)):
             check_group_options(self.name, i, g)
-            lr = float(g["lr"])
-            if lr != self.base_lr and self.base_lr == 0:
-                raise UnsupportedOptimizer(
-                    f"{self.name}: param group 0 has lr=0 but group {i} has lr={lr}; group "
-                    "LRs are multiples of group 0's, so group 0's LR must not be 0")
-            scale = 1.0 if lr == self.base_lr else lr / self.base_lr
+            scale = lr_scale(self.name, i, g, self.base_lr)
             opts = {k: v for k, v in g.items() if k != "params"}
             upd = [n for n in gnames if n in updated]
             self.groups.append(Group(list(gnames), upd, scale, opts))

@@ -87,11 +87,13 @@ class TwoRules(torch.optim.Optimizer):
         p.add_(state["buf"], alpha=-group["lr"])
 
 
-class Warmup(torch.optim.Optimizer):
-    """Branches on its Python step count: refused at export, naming the line."""
-
+class _LrOnly(torch.optim.Optimizer):
     def __init__(self, params, lr=0.01):
         super().__init__(params, dict(lr=lr))
+
+
+class Warmup(_LrOnly):
+    """Branches on its Python step count: refused at export, naming the line."""
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -103,11 +105,8 @@ class Warmup(torch.optim.Optimizer):
                 p.add_(p.grad, alpha=-lr)
 
 
-class ReadsItem(torch.optim.Optimizer):
+class ReadsItem(_LrOnly):
     """Reads a tensor step count with .item(): refused, naming the line."""
-
-    def __init__(self, params, lr=0.01):
-        super().__init__(params, dict(lr=lr))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -120,12 +119,9 @@ class ReadsItem(torch.optim.Optimizer):
                 p.add_(p.grad, alpha=-group["lr"] / state["step"].item())
 
 
-class GroupCounter(torch.optim.Optimizer):
+class GroupCounter(_LrOnly):
     """Counts steps in its param group (as some optimizer libraries do):
     refused at export, the count would be a constant of the step."""
-
-    def __init__(self, params, lr=0.01):
-        super().__init__(params, dict(lr=lr))
 
     @torch.no_grad()
     def step(self, closure=None):
