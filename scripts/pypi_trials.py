@@ -20,7 +20,8 @@ import tempfile
 import textwrap
 
 PACKAGES = ["lion-pytorch==0.2.5", "muon-optimizer==0.1.0", "pytorch-optimizer==4.1.0",
-            "timm==1.0.31", "transformers==5.25.0", "peft==0.21.2", "accelerate==1.16.0"]
+            "timm==1.0.31", "torchvision==0.29.2", "transformers==5.25.0", "peft==0.21.2",
+            "accelerate==1.16.0"]
 
 CNN = """
 class Net(torch.nn.Module):
