@@ -201,9 +201,13 @@ def environment_patches(p=None):
 
 
 def leaked_nan(gm):
-    """A node with a NaN number among its arguments: a Scalar read as a
-    plain float somewhere ScalarMode could not see."""
+    """A node outside the model's modules (the optimizer's are) with a NaN
+    number among its arguments: a Scalar read as a plain float somewhere
+    ScalarMode could not see. A model's own NaN literal is left alone."""
+    from . import provenance
     for n in gm.graph.nodes:
+        if n.op != "call_function" or "module" in provenance.of_node(n):
+            continue
         for a in list(n.args) + list(n.kwargs.values()):
             if isinstance(a, float) and math.isnan(a):
                 return n

@@ -267,3 +267,11 @@ def test_state_kept_in_param_groups_is_refused(tmp_path):
     assert p.returncode != 0
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "changes param group 0's 'step'" in lines[0], p.stderr
+
+
+def test_a_leaked_plain_float_is_named(tmp_path):
+    _, p = _export(tmp_path, "BoundSqrt")
+    assert p.returncode != 0
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "turned the learning rate or a step count into a plain" \
+        in lines[0], p.stderr

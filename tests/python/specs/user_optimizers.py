@@ -129,3 +129,17 @@ class GroupCounter(_LrOnly):
             group["step"] = group.get("step", 0) + 1
             for p in group["params"]:
                 p.add_(p.grad, alpha=-group["lr"] / group["step"])
+
+
+class BoundSqrt(_LrOnly):
+    """Takes math's sqrt bound by name before tracing began: the LR leaks as
+    a plain float (NaN while traced), which the export names."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-_bound_sqrt(group["lr"]))
+
+
+_bound_sqrt = math.sqrt
