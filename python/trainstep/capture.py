@@ -152,7 +152,12 @@ def functional_optimizer(spec, groups, updated, named):
     rule = ts_optim.SUPPORTED.get(type(spec.optimizer).__name__)
     is_torch = type(spec.optimizer).__module__.startswith("torch.optim")
     traceable = hasattr(torch, "compiler")  # torch 2.x: torch.optim traces
-    if how == "rules" or (how == "auto" and rule is not None and is_torch and not traceable):
+    # torch's capturable path, which the trace takes, computes bias
+    # corrections from a float32 step tensor; eager uses Python floats. With
+    # float64 parameters that is ~1e-5 off, so the six keep their rules.
+    f64 = any(p.dtype == torch.float64 for p in named.values())
+    if how == "rules" or (how == "auto" and rule is not None and is_torch
+                          and (not traceable or f64)):
         return ts_optim.Optimizer(spec.optimizer, groups, updated=updated)
     refused = {"LBFGS": "its step(closure) re-evaluates the model up to max_iter times with "
                "data-dependent exits, and the captured step has no loops",
