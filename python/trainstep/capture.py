@@ -358,10 +358,7 @@ def capture_eval(parts):
         sf = getattr(p.spec, "step_function", None)
         if sf is not None:  # a train_step function (step_fn.py): its loss, per batch
             with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE):
-                loss, returned = sf.run(out, p.example.target(a.targets))
-            leaves, seen["structure"] = pytree.flatten(returned)
-            if not leaves:
-                leaves, seen["structure"] = pytree.flatten(loss)
+                loss, leaves, seen["structure"] = sf.evaluate(out, p.example.target(a.targets))
             seen["dims"] = None
             return (*leaves, loss)
         try:

@@ -157,10 +157,7 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
         out = model(*parts.example.args(xs))
         sf = getattr(spec, "step_function", None)
         if sf is not None:  # a train_step function (step_fn.py): its loss, per batch
-            loss, out = sf.run(out, parts.example.target(ys))
-            leaves, structure = pytree.flatten(out)
-            if not leaves:
-                leaves, structure = pytree.flatten(loss)
+            loss, leaves, structure = sf.evaluate(out, parts.example.target(ys))
             dims = None
         else:
             leaves, structure = pytree.flatten(out)

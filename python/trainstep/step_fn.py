@@ -28,7 +28,7 @@ batch's loss (and the function's other returned tensors).
 import contextlib
 import copy
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch.nn.utils import stateless
@@ -45,7 +45,6 @@ class _Record:
     clip: tuple = None
     steps: int = 0
     backward_calls: int = 0
-    errors: list = field(default_factory=list)
 
 
 class _Pending:
@@ -136,6 +135,16 @@ class StepFunction:
 
     def loss_fn(self, out, target):
         return self.run(out, target)[0]
+
+    def evaluate(self, pending, target):
+        """(loss, output leaves, their Structure) for the eval step: what
+        the function returns, or the loss where it returns no tensor."""
+        from . import pytree
+        loss, returned = self.run(pending, target)
+        leaves, structure = pytree.flatten(returned)
+        if not leaves:
+            leaves, structure = pytree.flatten(loss)
+        return loss, leaves, structure
 
 
 def _attr(module, dotted):

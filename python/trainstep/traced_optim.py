@@ -112,7 +112,6 @@ class TracedOptimizer:
     """The functional form of a torch optimizer, by tracing its step();
     the same interface as optim.Optimizer (capture, golden, checkpoints)."""
     traced = True
-    torch_step = None
     # The LR input is float64: step() computes with the LR as a Python float.
     lr_dtype = torch.float64
 
