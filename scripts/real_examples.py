@@ -63,23 +63,46 @@ MODELS = {
                 super().__init__()
                 self.rnn = rnn
             def forward(self, data):
-                out, _ = self.rnn(data, self.rnn.init_hidden(data.size(1)))
-                return out.view(data.size(0), data.size(1), -1)  # the model flattens (seq, batch)
+                return self.rnn(data, self.rnn.init_hidden(data.size(1)))
         model = Step()
-        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35, 8))
-        def loss(out, t):  # the training loop's criterion(output, targets.view(-1))
-            return F.nll_loss(out.view(-1, ntokens), t.reshape(-1))
+        # main.py's get_batch: the target flattened over (seq, batch), as is
+        # the model's output; criterion(output, targets)
+        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35 * 8,))
+        def loss(out, t):
+            return F.nll_loss(out[0], t)
         return trainstep.TrainSpec(model, loss, torch.optim.SGD(model.parameters(), lr=20),
                                    (data,), target, batch_dims=1)
     """),
     "word_language_model_transformer": ("word_language_model/model.py", None, """
         ntokens = 50
         model = ex.TransformerModel(ntokens, 16, 2, 16, 2, 0.2)
-        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35, 8))
-        def loss(out, t):
-            return F.nll_loss(out.view(-1, ntokens), t.reshape(-1))
+        data, target = torch.randint(0, ntokens, (35, 8)), torch.randint(0, ntokens, (35 * 8,))
+        def loss(out, t):  # main.py: criterion(output.view(-1, ntokens), targets)
+            return F.nll_loss(out.view(-1, ntokens), t)
         return trainstep.TrainSpec(model, loss, torch.optim.SGD(model.parameters(), lr=20),
                                    (data,), target, batch_dims=1)
+    """),
+    "language_translation": ("language_translation/src/model.py", None, """
+        vocab, pad = 40, 1  # src/data.py's special_symbols["<pad>"]
+        translator = ex.Translator(1, 1, 16, 2, vocab, vocab, 32, 0.1)
+        class Step(torch.nn.Module):  # main.py's train loop: masks as src/data.py's create_mask
+            def __init__(self):
+                super().__init__()
+                self.m = translator
+            def forward(self, src, tgt_input):
+                s, t = src.shape[0], tgt_input.shape[0]
+                causal = torch.full((t, t), float("-inf")).triu(1)
+                src_mask = torch.zeros((s, s), dtype=torch.bool)
+                src_pad, tgt_pad = (src == pad).transpose(0, 1), (tgt_input == pad).transpose(0, 1)
+                return self.m(src, tgt_input, src_mask, causal, src_pad, tgt_pad, src_pad)
+        model = Step()
+        src, tgt = torch.randint(2, vocab, (9, 4)), torch.randint(2, vocab, (8, 4))
+        src[7:, 1], tgt[6:, 2] = pad, pad  # padded sentences
+        def loss(logits, t):  # loss_fn(logits.reshape(-1, V), tgt_out.reshape(-1))
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t, ignore_index=pad)
+        return trainstep.TrainSpec(model, loss, torch.optim.Adam(model.parameters(), lr=1e-3,
+                                   betas=(0.9, 0.98), eps=1e-9), (src, tgt[:-1]),
+                                   tgt[1:].reshape(-1), batch_dims=1)
     """),
     "mnist": ("mnist/main.py", ["Net"], """
         model = ex.Net()

@@ -5,7 +5,10 @@ pytree.Example) that holds the batch's samples.
 Dim 0 unless the spec says otherwise (TrainSpec.batch_dims and
 target_batch_dim) or the example batch shows it: sequence-first data, a
 (seq, batch) LM batch or a batch_first=False RNN's (seq, batch, feature)
-input, holds the batch on dim 1. The golden steps permute samples along
+input, holds the batch on dim 1. A target flattened over (seq, batch)
+(word_language_model's `target.view(-1)`) is unflattened to (seq, batch)
+for the runtime and flattened back for the loss (pytree.Example). The
+golden steps permute samples along
 these dims, the eval step's per-sample loss maps them (and the matching dim
 of each output), and the runtime's data path lays batches out by them.
 """
@@ -27,6 +30,7 @@ class Layout:
     inputs: List[int]   # batch dim of each example input leaf
     targets: List[int]  # batch dim of each example target leaf
     size: int           # samples per batch
+    flat: bool = False  # a target was flattened over (seq, batch)
 
     @property
     def trivial(self):
@@ -45,7 +49,27 @@ def example(spec, where=None):
         raise BatchLayoutError(
             "the example target holds no tensor; the step takes at least one target tensor "
             "(a tensor, or a dict, tuple, ... of them)", where)
+    _unflatten(ex, spec, where)
     return ex
+
+
+def _unflatten(ex, spec, where):
+    """Unflattens each target leaf flattened over an input's first two dims:
+    its dim 0 holds (seq * batch) of an input leaf's (seq, batch) (or
+    (batch, seq)). A target whose batch dim is declared is taken as it is."""
+    declared = _per_leaf(getattr(spec, "target_batch_dim", None), len(ex.target_leaves),
+                         "target_batch_dim", "target tensor", where)
+    pairs = [tuple(x.shape[:2]) for x in ex.input_leaves
+             if isinstance(x, torch.Tensor) and x.dim() >= 2 and min(x.shape[:2]) > 1]
+    for i, t in enumerate(ex.target_leaves):
+        if declared[i] is not None or not isinstance(t, torch.Tensor) or t.dim() == 0:
+            continue
+        if any(t.shape[0] == s for x in ex.input_leaves if isinstance(x, torch.Tensor)
+               for s in x.shape[:2]):
+            continue  # the batch is on one of its dims already
+        found = [p for p in pairs if p[0] * p[1] == t.shape[0]]
+        if found:
+            ex.unflatten_target(i, found[0])
 
 
 def _shapes(named):
@@ -56,6 +80,12 @@ def resolve(spec, where=None):
     """The spec's Layout; a BatchLayoutError (with `where`) when the batch
     cannot be placed."""
     ex = example(spec, where)
+    lay = _resolve(spec, ex, where)
+    lay.flat = any(ex.flat)
+    return lay
+
+
+def _resolve(spec, ex, where):
     named = ex.described()  # each input tensor, then each target tensor
     n_in = len(ex.input_leaves)
     if any(not isinstance(t, torch.Tensor) or t.dim() == 0 for _, t in named):
@@ -82,9 +112,7 @@ def resolve(spec, where=None):
     if found:
         why = "it is ambiguous (a size fits more than one dim)"
     else:
-        why = ("no size is on dim 0 or 1 of every one of them; a target flattened over "
-               "(seq, batch) has no per-sample layout: pass it as (seq, batch) and flatten "
-               "it in loss_fn")
+        why = "no size is on dim 0 or 1 of every one of them"
     raise BatchLayoutError(
         f"batch dimension: {_shapes(named)} do not agree on dim 0, and where else the batch "
         f"is cannot be inferred: {why}. Declare it: TrainSpec(batch_dims=(dim of each "
@@ -134,12 +162,13 @@ def _declared(spec, named, n_in, where):
 
 def per_sample_dims(leaves, layout, names):
     """output_dims, or None where an output has no batch dim of its own (a
-    loss the model returns, a 0-d tensor): the eval step then gives the
-    batch's loss instead of each sample's."""
+    loss the model returns, a 0-d tensor; an output flattened over (seq,
+    batch) with its target): the eval step then gives the batch's loss
+    instead of each sample's."""
     try:
         return output_dims(leaves, layout, names)
     except CaptureError as e:
-        if any(leaf.dim() == 0 for leaf in leaves):
+        if layout.flat or any(leaf.dim() == 0 for leaf in leaves):
             return None
         raise e
 

@@ -201,8 +201,9 @@ def eval_kind(program):
     """What the artifact's eval step reports about the loss."""
     outs = program["functions"]["eval_step"].get("outputs", [])
     if any(o.get("role") == "batch_loss" for o in outs):
-        return ("the batch's loss (an output has no batch dim, as a loss the model "
-                "returns: evaluation averages whole batches)")
+        return ("the batch's loss (an output has no batch dim, as a loss the model returns "
+                "or an output flattened over (seq, batch) with its target: evaluation "
+                "averages whole batches)")
     return "per-sample loss"
 
 

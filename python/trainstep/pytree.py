@@ -77,6 +77,17 @@ class Example:
             self._inputs.append((len(leaves), st))
         self.target_leaves, self._target = flatten(target, prefix="target")
         self.target_names = self._target.names
+        self.flat = [False] * len(self.target_leaves)  # unflatten_target()
+
+    def unflatten_target(self, i, sizes):
+        """Target leaf i is flattened over (seq, batch), as a language
+        model's training loop flattens it: its leaf becomes (seq, batch,
+        ...), so the batch has a dim of its own (the runtime's data path, the
+        golden permutations), and target() flattens it back, so loss_fn
+        sees the shape the user gave."""
+        t = self.target_leaves[i]
+        self.target_leaves[i] = t.reshape(*sizes, *t.shape[1:])
+        self.flat[i] = True
 
     def args(self, leaves):
         """The model's positional arguments from input leaves."""
@@ -86,7 +97,8 @@ class Example:
         return tuple(out)
 
     def target(self, leaves):
-        return self._target.build(list(leaves))
+        return self._target.build([t.flatten(0, 1) if flat else t
+                                   for t, flat in zip(leaves, self.flat)])
 
     def described(self):
         """(what, tensor) of every input leaf, then every target leaf, as

@@ -222,3 +222,55 @@ def test_sequence_first_lm_trains_from_text(text, tmp_path):
             losses += [spec.loss_fn(out[:, j:j + 1], yb[:, j:j + 1]) for j in range(xb.shape[1])]
     want = float(torch.stack(losses).mean())
     assert after < 5.0 and abs(after - want) <= 1e-4 * want, (after, want)
+
+
+FLAT = os.path.join(SPECS, "flat_target.py")
+
+
+def test_flattened_target_lm_trains_from_text(text, tmp_path):
+    """word_language_model's way: the target flattened over (seq, batch),
+    the LSTM's output too. The artifact's target port is (seq, batch) with
+    the batch on dim 1 (the data path fills it); its eval step reports the
+    batch's loss. After an epoch on text, C++ eval equals eager's loss over
+    the same whole held-out batches, with the checkpoint loaded."""
+    from trainstep import checkpoint, safetensors_io
+    from trainstep.exporter import load_spec
+    import json
+    art = str(tmp_path / "flat.tstep")
+    out = run("export", FLAT, "--out", art).stdout
+    assert "eval: the batch's loss" in out, out
+    _verify(art)
+    program = json.loads(safetensors_io.load(art)[1]["program"])
+    port = [p for p in program["functions"]["train_step"]["inputs"] if p["role"] == "target"][0]
+    assert port["shape"] == [16, 8] and port["batch_dim"] == 1, port
+    path, data = text
+    seq = 16
+    dspec = f"text:{path}:{seq}"
+    ckpt = str(tmp_path / "flat.ckpt")
+    run("train", art, "--data", dspec, "--epochs", 1, "--save", ckpt, "--threads", 1)
+    ev = run("eval", art, "--data", dspec, "--checkpoint", ckpt, "--threads", 1).stdout
+    m = re.search(r"loss ([0-9.]+) \((\d+) samples", ev)
+    assert m, ev
+    spec = load_spec(FLAT)
+    spec.model.load_state_dict(checkpoint.load_state_dict(ckpt))
+    spec.model.eval()
+    test = data[len(data) - len(data) // 10:]
+    n = (len(test) - 1) // seq
+    w = torch.tensor(list(test[:n * seq + 1]), dtype=torch.int64)
+    x = torch.stack([w[i * seq:i * seq + seq] for i in range(n)])
+    y = torch.stack([w[i * seq + 1:i * seq + seq + 1] for i in range(n)])
+    with torch.no_grad():
+        losses = [spec.loss_fn(spec.model(x[i:i + 8].t()), y[i:i + 8].t().reshape(-1))
+                  for i in range(0, n - 7, 8)]  # whole batches of 8 windows
+    want = float(torch.stack(losses).mean())
+    assert int(m.group(2)) == 8 * len(losses)
+    assert float(m.group(1)) < 5.0 and abs(float(m.group(1)) - want) <= 1e-4 * want, (m.group(1), want)
+
+
+def test_flattened_target_with_per_sequence_output_splits_eval(tmp_path):
+    """A transformer whose output keeps (seq, batch): with the target
+    flattened, the eval step still gives each sequence's loss."""
+    art = str(tmp_path / "flat_tr.tstep")
+    out = run("export", FLAT, "--out", art, env={"FT": "transformer"}).stdout
+    assert "eval: per-sample loss" in out, out
+    assert "eval sample_loss" in _verify(art)
