@@ -377,12 +377,14 @@ class Optimizer:
             new_s[STEP] = state[STEP] + 1
         return new_p, new_s
 
-    def state_from(self, handles, lookup, params):
+    def state_from(self, handles, lookup, params, groups=None):
         """Our state from torch's: handles[i] are torch's keys for group i's
         parameters (the Parameters of a live optimizer, or the ints of a
         state_dict), lookup maps a key to that parameter's torch state.
         Missing state is the initial state. One step count for all: torch's
-        per-parameter steps must agree."""
+        per-parameter steps must agree. (groups, torch's param groups, is
+        for a traced optimizer's state kept in them: the six rules keep
+        none.)"""
         state, steps = {}, {}
         for g, hs in zip(self.groups, handles):
             if len(hs) != len(g.params):

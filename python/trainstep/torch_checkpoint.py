@@ -171,7 +171,7 @@ def import_checkpoint(artifact, torch_file, out, seed=0, step=None):
         _check_groups(opt, osd["param_groups"], torch_file)
         try:
             ostate = opt.state_from([g["params"] for g in osd["param_groups"]], osd["state"],
-                                    params)
+                                    params, osd["param_groups"])
         except UnsupportedOptimizer as e:
             raise InteropError(f"{torch_file}: {e}")
         g0 = osd["param_groups"][0]
@@ -235,7 +235,7 @@ def export_checkpoint(artifact, ckpt, out):
     lr = float(meta.get("lr", opt.base_lr))
     base_lr = float(meta.get("base_lr", lr))
     state, groups, index = {}, [], 0
-    for g in opt.groups:
+    for gi, g in enumerate(opt.groups):
         ids = []
         for n in g.params:
             st = _param_state(opt, g, n, tensors, step)
@@ -250,6 +250,8 @@ def export_checkpoint(artifact, ckpt, out):
         if "initial_lr" in options:
             options["initial_lr"] = options["initial_lr"] if base_lr == opt.base_lr \
                 else base_lr * g.lr_scale
+        if getattr(opt, "traced", False):  # the numbers step() keeps in the group
+            options.update(opt.torch_group_state(tensors, gi, step))
         groups.append({**options, "params": ids})
     d = {"model": model, "optimizer": {"state": state, "param_groups": groups}}
     torch.save(d, out)

@@ -116,13 +116,15 @@ def _verify(path):
     return p.returncode, p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("optim", ["SignMomentum", "TwoRules"])
-def test_user_optimizer_exports_and_verifies(tmp_path, optim):
+@pytest.mark.parametrize("optim,state", [("SignMomentum", "optim/fc1.weight/step"),
+                                         ("TwoRules", "optim/fc1.weight/t"),
+                                         ("GroupStep", "optim/param_groups/0/step")])
+def test_user_optimizer_exports_and_verifies(tmp_path, optim, state):
     art, p = _export(tmp_path, optim)
     assert p.returncode == 0, p.stderr
     rc, out = _verify(art)
     assert rc == 0 and out.strip().splitlines()[-1] == "verify: ok", out
-    assert "state optim/fc1.weight/step" in out or "state optim/fc1.weight/t" in out
+    assert f"state {state}" in out
 
 
 @needs_torch2
@@ -208,7 +210,7 @@ def _build(optim):
             os.environ["TS_OPTIM"] = was
 
 
-@pytest.mark.parametrize("optim", ["SignMomentum", "TwoRules"])
+@pytest.mark.parametrize("optim", ["SignMomentum", "TwoRules", "GroupStep"])
 def test_checkpoint_round_trips_through_pytorch(tmp_path, optim):
     """2 eager steps -> torch.save -> import-checkpoint -> export-checkpoint:
     the same state_dict, the Python-int step counts as ints, and the user's
@@ -228,6 +230,9 @@ def test_checkpoint_round_trips_through_pytorch(tmp_path, optim):
     back = torch.load(tmp_path / "back.pt")
     want = spec.optimizer.state_dict()
     assert back["optimizer"]["state"].keys() == want["state"].keys()
+    for mine, theirs in zip(back["optimizer"]["param_groups"], want["param_groups"]):
+        assert mine.keys() == theirs.keys() and mine.get("step") == theirs.get("step")
+        assert type(mine.get("step")) is type(theirs.get("step"))
     for i, st in want["state"].items():
         assert st.keys() == back["optimizer"]["state"][i].keys()
         for k, v in st.items():
@@ -240,16 +245,19 @@ def test_checkpoint_round_trips_through_pytorch(tmp_path, optim):
     fresh.optimizer.load_state_dict(back["optimizer"])
 
 
-def test_checkpoint_before_any_step_has_no_lazy_state(tmp_path):
-    """At step 0 torch has made no state yet; the exported state_dict says so."""
-    art, p = _export(tmp_path, "SignMomentum")
+@pytest.mark.parametrize("optim", ["SignMomentum", "GroupStep"])
+def test_checkpoint_before_any_step_has_no_lazy_state(tmp_path, optim):
+    """At step 0 torch has made no state yet, in the parameters' state or
+    in the param groups; the exported state_dict says so."""
+    art, p = _export(tmp_path, optim)
     assert p.returncode == 0, p.stderr
-    spec = _build("SignMomentum")
+    spec = _build(optim)
     src = tmp_path / "torch.pt"
     torch.save({"model": spec.model.state_dict()}, src)
     run("import-checkpoint", art, src, "--out", tmp_path / "ts.ckpt")
     run("export-checkpoint", art, tmp_path / "ts.ckpt", "--out", tmp_path / "back.pt")
-    assert torch.load(tmp_path / "back.pt")["optimizer"]["state"] == {}
+    back = torch.load(tmp_path / "back.pt")["optimizer"]
+    assert back["state"] == {} and "step" not in back["param_groups"][0]
 
 
 def test_lbfgs_is_refused_in_one_line():
@@ -262,11 +270,20 @@ def test_lbfgs_is_refused_in_one_line():
         functional_optimizer(spec, [["w"]], {"w"}, {"w": w})
 
 
-def test_state_kept_in_param_groups_is_refused(tmp_path):
-    _, p = _export(tmp_path, "GroupCounter")
+def test_group_step_count_traces_like_eager():
+    """A step count kept in the param group is state of its own, a Python
+    int as torch keeps it, added by the first step."""
+    f = _trace_and_compare(lambda ps: _user("GroupStep", ps, lr=0.01))
+    g = f.groups[0]
+    assert g.state["step"].kind == "int" and g.start == {"step": 0} and g.lazy == ["step"]
+    assert "step" not in g.options
+
+
+def test_other_group_options_changed_by_step_are_refused(tmp_path):
+    _, p = _export(tmp_path, "GroupOption")
     assert p.returncode != 0
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and "changes param group 0's 'step'" in lines[0], p.stderr
+    assert len(lines) == 1 and "changes param group 0's 'history'" in lines[0], p.stderr
 
 
 def test_a_leaked_plain_float_is_named(tmp_path):

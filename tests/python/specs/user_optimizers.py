@@ -8,6 +8,8 @@ tests: plain torch.optim.Optimizer subclasses whose step() updates in place.
   (Adam-like, bias-corrected with math.sqrt of a Python float) or
   "momentum" (heavy ball with dampening, whose first step differs: the
   buffer starts as the gradient itself).
+- GroupStep: an Adam-like rule counting its steps in the param group, as
+  pytorch-optimizer's optimizers do.
 - SignMomentum(wrong=True): a planted bug that only the captured step has
   (its step size is off by 1 % while torch.compiler.is_compiling(), which
   the capture says and eager does not), which verify must catch.
@@ -119,16 +121,46 @@ class ReadsItem(_LrOnly):
                 p.add_(p.grad, alpha=-group["lr"] / state["step"].item())
 
 
-class GroupCounter(_LrOnly):
-    """Counts steps in its param group (as some optimizer libraries do):
-    refused at export, the count would be a constant of the step."""
+class GroupStep(torch.optim.Optimizer):
+    """Counts steps in its param group, as pytorch-optimizer's optimizers do
+    (`if "step" not in group: group["step"] = 0`, then `+= 1`), and reads
+    the count in an Adam-like bias correction through math.pow."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
 
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
-            group["step"] = group.get("step", 0) + 1
+            if "step" not in group:
+                group["step"] = 0
+            group["step"] += 1
+            b1, b2 = group["betas"]
+            c1 = 1.0 - math.pow(b1, group["step"])
+            c2 = 1.0 - math.pow(b2, group["step"])
             for p in group["params"]:
-                p.add_(p.grad, alpha=-group["lr"] / group["step"])
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["exp_avg"].mul_(b1).add_(p.grad, alpha=1 - b1)
+                state["exp_avg_sq"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                denom = state["exp_avg_sq"].div(c2).sqrt_().add_(group["eps"])
+                p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / c1)
+
+
+class GroupOption(_LrOnly):
+    """Rewrites a param group option that is no number: refused at export,
+    the option would be a constant of the step."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["history"] = group.get("history", ()) + (1,)
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"])
 
 
 class BoundSqrt(_LrOnly):
