@@ -57,7 +57,7 @@ class TrainSpec:
 
 
 def export(train_step, example_batch, path, *, model=None, optimizer=None, target=None,
-           name=None, golden_steps=3, grads=False, calibration_rounds=2):
+           eval_fn=None, name=None, golden_steps=3, grads=False, calibration_rounds=2):
     """Captures `train_step(batch)`, a training step written as in eager
     PyTorch (forward, loss, loss.backward(), optionally clip_grad_norm_,
     optimizer.step(), optimizer.zero_grad(); returns the loss), into the
@@ -65,10 +65,13 @@ def export(train_step, example_batch, path, *, model=None, optimizer=None, targe
     (inputs, target) as a DataLoader yields it, or a dict whose target
     key(s) `target` names (default: labels, label, targets, target or y).
     model and optimizer default to the one nn.Module and the one
-    torch.optim.Optimizer the function reaches by name. See step_fn.py."""
+    torch.optim.Optimizer the function reaches by name. The eval step runs
+    eval_fn(batch) if given (it returns the loss, 0-d or one per sample,
+    alone or first in a tuple, or under "loss" in a dict), else
+    train_step's forward and loss. See step_fn.py."""
     from . import exporter, step_fn
     spec = step_fn.spec_from(train_step, example_batch, model, optimizer, target, name,
-                             golden_steps, grads)
+                             golden_steps, grads, eval_fn)
     try:
         return exporter.export_spec(spec, path, calibration_rounds=calibration_rounds)
     finally:

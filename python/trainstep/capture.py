@@ -356,10 +356,10 @@ def capture_eval(parts):
         with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE):
             out = p.call_model(a.params, a.frozen, a.buffers, a.inputs)
         sf = getattr(p.spec, "step_function", None)
-        if sf is not None:  # a train_step function (step_fn.py): its loss, per batch
+        if sf is not None:  # a train_step function (step_fn.py): its loss or eval_fn's
             with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE):
-                loss, leaves, seen["structure"] = sf.evaluate(out, p.example.target(a.targets))
-            seen["dims"] = None
+                loss, leaves, seen["structure"], seen["dims"] = sf.evaluate(
+                    out, p.example.target(a.targets), p.layout)
             return (*leaves, loss)
         try:
             leaves, seen["structure"] = pytree.flatten(out)

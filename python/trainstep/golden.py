@@ -156,9 +156,9 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
         xs, ys = batches[0]
         out = model(*parts.example.args(xs))
         sf = getattr(spec, "step_function", None)
-        if sf is not None:  # a train_step function (step_fn.py): its loss, per batch
-            loss, leaves, structure = sf.evaluate(out, parts.example.target(ys))
-            dims = None
+        if sf is not None:  # a train_step function (step_fn.py): its loss or eval_fn's
+            loss, leaves, structure, dims = sf.evaluate(out, parts.example.target(ys),
+                                                        parts.layout)
         else:
             leaves, structure = pytree.flatten(out)
             dims = batch.per_sample_dims(leaves, parts.layout, structure.names)
@@ -168,7 +168,7 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
             ts = [y.narrow(d, i, 1) for y, d in zip(ys, parts.layout.targets)]
             return spec.loss_fn(one, parts.example.target(ts))
         if sf is not None:
-            obs["eval/batch_loss"] = loss
+            obs["eval/batch_loss" if dims is None else "eval/sample_loss"] = loss
         elif dims is None:  # the batch's loss (capture.capture_eval)
             obs["eval/batch_loss"] = spec.loss_fn(out, parts.example.target(ys)).reshape(())
         else:

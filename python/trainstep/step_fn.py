@@ -23,7 +23,10 @@ user's model runs with that object's tensors, so the function's own
 references to `model` see them.
 
 The eval step runs the same function, dry, in eval mode: it reports the
-batch's loss (and the function's other returned tensors).
+batch's loss (and the function's other returned tensors). Or it runs the
+user's `eval_fn(batch)`, which returns the loss (0-d: the batch's; [batch]:
+each sample's, so a padded last batch is masked), alone or first in a tuple
+with other outputs, or under "loss" in a dict.
 """
 import contextlib
 import copy
@@ -62,8 +65,8 @@ class _Pending:
 class StepFunction:
     """The user's step function with its model, optimizer and batch split."""
 
-    def __init__(self, fn, model, optimizer, batch, target):
-        self.fn, self.model, self.optimizer = fn, model, optimizer
+    def __init__(self, fn, model, optimizer, batch, target, eval_fn=None):
+        self.fn, self.model, self.optimizer, self.eval_fn = fn, model, optimizer, eval_fn
         self.is_dict = isinstance(batch, dict)
         if self.is_dict:
             keys = [target] if isinstance(target, str) else list(target or [])
@@ -111,19 +114,7 @@ class StepFunction:
         """(loss, returned): the function, dry, on the model's tensors in
         `pending`, with the user's own forward."""
         rec = _Record()
-        batch = self.batch(pending.inputs, target)
-        own = self.model.__dict__.pop("forward")
-        modules = list(self.model.modules())
-        modes = [m.training for m in modules]
-        for m, t in zip(modules, pending.modes):  # a copy's eval() is the model's
-            m.training = t
-        try:
-            with stateless._reparametrize_module(self.model, pending.tensors), self._dry(rec):
-                returned = self.fn(batch)
-        finally:
-            self.model.forward = own
-            for m, t in zip(modules, modes):
-                m.training = t
+        returned = self._call(self.fn, pending, target, rec)
         if rec.loss is None:
             raise CaptureError(f"{_name(self.fn)} never calls loss.backward(): trainstep "
                                "differentiates the tensor it calls backward() on")
@@ -133,18 +124,65 @@ class StepFunction:
         self.last = rec
         return rec.loss.reshape(()), returned
 
+    def _call(self, fn, pending, target, rec):
+        """fn(batch), dry, on the model's tensors in `pending`."""
+        batch = self.batch(pending.inputs, target)
+        own = self.model.__dict__.pop("forward")
+        modules = list(self.model.modules())
+        modes = [m.training for m in modules]
+        for m, t in zip(modules, pending.modes):  # a copy's eval() is the model's
+            m.training = t
+        try:
+            with stateless._reparametrize_module(self.model, pending.tensors), self._dry(rec):
+                return fn(batch)
+        finally:
+            self.model.forward = own
+            for m, t in zip(modules, modes):
+                m.training = t
+
     def loss_fn(self, out, target):
         return self.run(out, target)[0]
 
-    def evaluate(self, pending, target):
-        """(loss, output leaves, their Structure) for the eval step: what
-        the function returns, or the loss where it returns no tensor."""
-        from . import pytree
-        loss, returned = self.run(pending, target)
+    def evaluate(self, pending, target, layout):
+        """(loss, output leaves, their Structure, their batch dims) for the
+        eval step: the loss and the other tensors eval_fn (else the train
+        function, dry) returns, or the loss where it returns no other
+        tensor. dims is None where the loss is the batch's (0-d)."""
+        from . import batch, pytree
+        if self.eval_fn is None:
+            loss, returned = self.run(pending, target)
+        else:
+            loss, returned = self._evaluated(pending, target, layout.size)
         leaves, structure = pytree.flatten(returned)
         if not leaves:
             leaves, structure = pytree.flatten(loss)
-        return loss, leaves, structure
+        if loss.dim() == 0:
+            return loss, leaves, structure, None
+        return loss, leaves, structure, batch.output_dims(leaves, layout, structure.names)
+
+    def _evaluated(self, pending, target, size):
+        """(loss, the other outputs) of eval_fn(batch)."""
+        rec = _Record()
+        returned = self._call(self.eval_fn, pending, target, rec)
+        name = f"{_name(self.eval_fn)} (eval_fn)"
+        if rec.backward_calls or rec.steps:
+            raise CaptureError(f"{name} calls backward() or optimizer.step(); the eval step "
+                               "only evaluates")
+        rest = None
+        if isinstance(returned, dict) and "loss" in returned:
+            loss, rest = returned["loss"], {k: v for k, v in returned.items() if k != "loss"}
+        elif isinstance(returned, (tuple, list)) and returned:
+            loss, rest = returned[0], type(returned)(returned[1:]) \
+                if not hasattr(returned, "_fields") else tuple(returned[1:])
+        else:
+            loss = returned
+        if not isinstance(loss, torch.Tensor):
+            raise CaptureError(f"{name} returns {type(returned).__name__}; return the loss (a "
+                               "tensor), a tuple (loss, outputs...) or a dict with 'loss'")
+        if loss.dim() > 1 or (loss.dim() == 1 and loss.shape[0] != size):
+            raise CaptureError(f"{name}'s loss has shape {list(loss.shape)}; return the "
+                               f"batch's (0-d) or one per sample ([{size}])")
+        return loss, rest
 
 
 def _attr(module, dotted):
@@ -174,8 +212,9 @@ def _found(fn, kind):
 
 
 def spec_from(fn, batch, model=None, optimizer=None, target=None, name=None, golden_steps=3,
-              grads=False):
-    """A TrainSpec that captures `fn(batch)`."""
+              grads=False, eval_fn=None):
+    """A TrainSpec that captures `fn(batch)`, and `eval_fn(batch)` (if
+    given) as the eval step."""
     for what, kind, given in (("model", torch.nn.Module, model),
                               ("optimizer", torch.optim.Optimizer, optimizer)):
         if given is None:
@@ -189,7 +228,7 @@ def spec_from(fn, batch, model=None, optimizer=None, target=None, name=None, gol
                 model = found[0][1]
             else:
                 optimizer = found[0][1]
-    sf = StepFunction(fn, model, optimizer, batch, target)
+    sf = StepFunction(fn, model, optimizer, batch, target, eval_fn)
     # One dry run on a copy: the function's loss, its clipping, and that it
     # steps the optimizer.
     probe = copy.deepcopy(model)

@@ -34,6 +34,38 @@ def test_train_step_function_exports_verifies_and_trains(tmp_path, small_data, f
     assert "epoch 1:" in t and "test loss" in t, t
 
 
+def test_eval_fn_gives_each_samples_loss(tmp_path, small_data):
+    """eval_fn returns (per-sample loss, logits): the eval step splits the
+    loss per sample, so evaluation covers every test sample."""
+    art, out = _export(tmp_path, "eval")
+    v = run("verify", art, "--threads", "1", check=False)
+    assert v.returncode == 0 and v.stdout.strip().splitlines()[-1] == "verify: ok", v.stdout
+    assert "eval sample_loss" in v.stdout and "eval output/0" in v.stdout, v.stdout
+    e = run("eval", art, "--data", f"idx:{small_data}", "--threads", 1).stdout
+    assert "left out" not in e, e
+
+
+def test_eval_fn_that_returns_no_loss_is_one_line(tmp_path):
+    import trainstep
+    from trainstep.errors import CaptureError
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batch = (torch.randn(4, 3), torch.randint(0, 2, (4,)))
+
+    def train(b):
+        loss = torch.nn.functional.cross_entropy(model(b[0]), b[1])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    for bad, says in ((lambda b: "loss", "return the loss (a tensor)"),
+                      (lambda b: model(b[0]), "loss has shape [4, 2]")):
+        with pytest.raises(CaptureError, match=r"\(eval_fn\)") as e:
+            trainstep.export(train, batch, str(tmp_path / "x.tstep"), eval_fn=bad,
+                             calibration_rounds=0)
+        assert says in str(e.value), str(e.value)
+
+
 def _spec_error(fn, batch, **kw):
     from trainstep import step_fn
     from trainstep.errors import CaptureError
