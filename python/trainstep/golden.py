@@ -28,8 +28,11 @@ FACTOR = 10.0
 FLOOR = {"float32": 1e-4, "float64": 1e-9}
 NOISE = ("grads", "params")  # one trial of each per round
 ROUNDS = 2
-# A value whose noisy runs differ by its whole scale (or go non-finite) is
-# chaotic: its check is then only as strict as FACTOR x its scale.
+# A value whose noisy runs go non-finite is chaotic: its check is then only
+# as strict as FACTOR x its scale. A finite spread is kept as it is, however
+# large: BatchNorm over two samples at 1x1 (timm's mobilenetv3 at 32x32,
+# batch 2) makes a gradient that one rounding moves by 10^4 x its scale, and
+# a check stricter than eager's own reproducibility fails correct artifacts.
 MAX_SPREAD = 1.0
 
 
@@ -186,7 +189,7 @@ def _relative(a, b, scale=0.0):
     d = (a - b).abs()
     if not bool(torch.isfinite(d).all()):
         return MAX_SPREAD
-    return min(MAX_SPREAD, float(d.max() / max(float(b.abs().max()), scale, 1e-12)))
+    return float(d.max() / max(float(b.abs().max()), scale, 1e-12))
 
 
 def calibrate(parts, batches, seed, grads, base, rounds):
