@@ -83,14 +83,24 @@ def _test_loss(art, data, ckpt=None):
     return float(m.group(1))
 
 
-def _heldout_windows(data):
+def _heldout_windows(data, seq=T):
     """The test split's windows as src/data/text.h defines them."""
     test = data[len(data) - len(data) // 10:]
-    n = (len(test) - 1) // T
-    w = torch.tensor(list(test[:n * T + 1]), dtype=torch.int64)
-    x = torch.stack([w[i * T:i * T + T] for i in range(n)])
-    y = torch.stack([w[i * T + 1:i * T + T + 1] for i in range(n)])
+    n = (len(test) - 1) // seq
+    w = torch.tensor(list(test[:n * seq + 1]), dtype=torch.int64)
+    x = torch.stack([w[i * seq:i * seq + seq] for i in range(n)])
+    y = torch.stack([w[i * seq + 1:i * seq + seq + 1] for i in range(n)])
     return x, y
+
+
+def _trained_spec(spec_path, ckpt):
+    """The spec's model in eval mode with the C++ checkpoint loaded."""
+    from trainstep import checkpoint
+    from trainstep.exporter import load_spec
+    spec = load_spec(spec_path)
+    spec.model.load_state_dict(checkpoint.load_state_dict(ckpt))
+    spec.model.eval()
+    return spec
 
 
 def _train_and_reload(art, spec_path, text, tmp_path, strict):
@@ -204,16 +214,9 @@ def test_sequence_first_lm_trains_from_text(text, tmp_path):
     run("train", art, "--data", dspec, "--epochs", 1, "--save", ckpt, "--threads", 1)
     after = _test_loss(art, dspec, ckpt)
 
-    from trainstep import checkpoint
-    from trainstep.exporter import load_spec
-    spec = load_spec(spec_path)
-    spec.model.load_state_dict(checkpoint.load_state_dict(ckpt))
-    spec.model.eval()
-    test = data[len(data) - len(data) // 10:]
-    n = (len(test) - 1) // seq
-    w = torch.tensor(list(test[:n * seq + 1]), dtype=torch.int64)
-    x = torch.stack([w[i * seq:i * seq + seq] for i in range(n)])
-    y = torch.stack([w[i * seq + 1:i * seq + seq + 1] for i in range(n)])
+    spec = _trained_spec(spec_path, ckpt)
+    x, y = _heldout_windows(data, seq)
+    n = len(x)
     with torch.no_grad():
         losses = []
         for i in range(0, n, 8):  # the artifact's batches: 8 windows, (seq, batch)
@@ -233,9 +236,8 @@ def test_flattened_target_lm_trains_from_text(text, tmp_path):
     the batch on dim 1 (the data path fills it); its eval step reports the
     batch's loss. After an epoch on text, C++ eval equals eager's loss over
     the same whole held-out batches, with the checkpoint loaded."""
-    from trainstep import checkpoint, safetensors_io
-    from trainstep.exporter import load_spec
     import json
+    from trainstep import safetensors_io
     art = str(tmp_path / "flat.tstep")
     out = run("export", FLAT, "--out", art).stdout
     assert "eval: the batch's loss" in out, out
@@ -251,14 +253,9 @@ def test_flattened_target_lm_trains_from_text(text, tmp_path):
     ev = run("eval", art, "--data", dspec, "--checkpoint", ckpt, "--threads", 1).stdout
     m = re.search(r"loss ([0-9.]+) \((\d+) samples", ev)
     assert m, ev
-    spec = load_spec(FLAT)
-    spec.model.load_state_dict(checkpoint.load_state_dict(ckpt))
-    spec.model.eval()
-    test = data[len(data) - len(data) // 10:]
-    n = (len(test) - 1) // seq
-    w = torch.tensor(list(test[:n * seq + 1]), dtype=torch.int64)
-    x = torch.stack([w[i * seq:i * seq + seq] for i in range(n)])
-    y = torch.stack([w[i * seq + 1:i * seq + seq + 1] for i in range(n)])
+    spec = _trained_spec(FLAT, ckpt)
+    x, y = _heldout_windows(data, seq)
+    n = len(x)
     with torch.no_grad():
         losses = [spec.loss_fn(spec.model(x[i:i + 8].t()), y[i:i + 8].t().reshape(-1))
                   for i in range(0, n - 7, 8)]  # whole batches of 8 windows
