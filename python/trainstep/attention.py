@@ -5,14 +5,17 @@ torch's fused SDPA kernels (flash / efficient / math) draw dropout from
 torch's own generator and decompose differently per version; this form
 uses only ops the runtime has (matmul, masked_fill, softmax, arange
 comparisons) and draws dropout through F.dropout, which trainstep's RNG
-stream replaces (rng.py). patches.py uses it while tracing, so `verify`
-checks it against the real kernel; rng.py also uses it in the eager
-golden run when dropout_p > 0, so both draw the same masks.
+stream replaces (rng.py). The stream is the one place that patches
+F.scaled_dot_product_attention, with `patched`: the math form runs while
+the capture traces, so `verify` checks it against the real kernel, and in
+the eager golden run when dropout_p > 0, so both draw the same masks.
 """
 import math
 
 import torch
 import torch.nn.functional as F
+
+from . import environment
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -45,3 +48,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 def original():
     """torch's own SDPA, or None on a torch without one (1.13)."""
     return getattr(F, "scaled_dot_product_attention", None)
+
+
+def patched(sdpa):
+    """F.scaled_dot_product_attention while rng.stream is active: the math
+    form while the capture traces (environment.tracing) or with
+    dropout_p > 0 (its dropout then draws from the stream), else `sdpa`
+    (torch's kernel)."""
+    def run(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
+        if dropout_p > 0.0 or environment.tracing:
+            return scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+                                                is_causal, **kwargs)
+        return sdpa(query, key, value, attn_mask, dropout_p, is_causal, **kwargs)
+    return run

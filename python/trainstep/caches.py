@@ -5,7 +5,7 @@ pytorch/examples' TransformerModel does
         self.src_mask = self._generate_square_subsequent_mask(len(src))
 The first forward computes the mask and keeps it; every later forward would
 find a tensor that is neither an input, a parameter nor a buffer, which the
-capture refuses (capture._constants).
+capture refuses (rewrites._constants).
 
 Such a tensor is a cache: what forward computes from shapes alone when the
 attribute is unset. So every traced forward starts and ends with the

@@ -1,41 +1,28 @@
-"""What a captured step cannot do, said in one line: the cause, the user's
-FILE:LINE that did it, and the way out (README, "Errors and exit codes").
+"""Errors torch raises while it traces the step, said in one line: the
+cause, the user's FILE:LINE that did it, and the way out (README, "Errors
+and exit codes"); what checks.py refuses is said the same way, with the
+user-frame helpers here.
 
 make_fx traces the step with real tensors. What it cannot capture ends in a
 RuntimeError deep inside torch, worded differently by 1.13 and 2.x, or in
 nothing at all: a value silently baked into the graph. So each class is
-caught where it happens, the same way on both:
-
-- data-dependent control flow and value reads (`if x.sum() > 0`, .item(),
-  .tolist(), float/int/bool(t)): while _trace runs, Tensor's reading
-  methods tag the exception torch raises with the user's frame
-  (`translated`); torch's "value out of a tracing tensor" is the fallback
-  for reads inside torch ops (torch.equal).
-- data-dependent shapes (nonzero, x[mask], unique): ops torch tags
-  dynamic_output_shape, and index / index_put left with a boolean mask, in
-  the raw graph (`check_graph`). A shape read from one is baked in with no
-  error at all; a mask index_put would fail only when the runtime loads it.
-- writes into the example batch: one eager forward per mode on copies,
-  watching the batch's version counters (`check_spec`). In train mode
-  functorch refuses them with a traceback; in eval mode 1.13 drops the write
-  silently and 2.x leaves a copy_ in the graph.
-- tensor subclasses among the parameters, buffers and example batch
-  (`check_spec`); they fail later in deepcopy or dispatch.
+caught where it happens, the same way on both. Here: data-dependent control
+flow and value reads (`if x.sum() > 0`, .item(), .tolist(),
+float/int/bool(t)): while trace.trace runs, Tensor's reading methods tag
+the exception torch raises with the user's frame (`translated`); torch's
+"value out of a tracing tensor" is the fallback for reads inside torch ops
+(torch.equal). Data-dependent shapes, writes into the example batch and
+tensor subclasses are checks.py's.
 """
 import contextlib
-import copy
 import dis
 import functools
 import linecache
 import os
-import re
 import sys
 import sysconfig
 
 import torch
-
-from . import batch, provenance, rng
-
 
 # The error types live in errors.py (a leaf module batch.py also uses).
 from .errors import (BatchLayoutError, CaptureError, DataDependentError,  # noqa: F401
@@ -205,7 +192,7 @@ def _read_error(e):
 
 
 def translated(trace):
-    """Decorates capture's _trace: torch's errors for reads of tensor values
+    """Decorates trace.trace: torch's errors for reads of tensor values
     become DataDependentError; any other error passes unchanged."""
     @functools.wraps(trace)
     def traced(*args, **kwargs):
@@ -220,214 +207,3 @@ def translated(trace):
                 raise
             raise err from e
     return traced
-
-
-# --- data-dependent shapes ------------------------------------------------
-
-# aten.index / index_put whose indices hold a bool or uint8 mask: x[mask]
-# has one element per True. compat.py turns a mask write whose values
-# broadcast into a where(); what is left is data-dependent, and the
-# runtime's index ops take int64 indices only.
-_MASK_OPS = {"aten.index": "reads", "aten.index_put": "writes", "aten.index_put_": "writes",
-             "aten._index_put_impl": "writes", "aten._index_put_impl_": "writes"}
-
-# What the user's line does, and the way out.
-_MASK_SAYS = {
-    "reads": ("reads x[mask] with a boolean mask",
-              "read it as torch.where(mask, x, 0), and write x[mask] = v as "
-              "torch.where(mask, v, x) or with a v that broadcasts (x[mask] = 0.0)"),
-    "writes": ("writes x[mask] with a boolean mask together with other index tensors or "
-               "values sized by its count of True",
-               "write it as torch.where(mask, v, x), or with a v that broadcasts (x[mask] = 0.0)")}
-
-
-def _mask_index(n):
-    """"reads" or "writes" for an index / index_put node with a mask index,
-    else None."""
-    t = n.target
-    if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
-        return None
-    how = _MASK_OPS.get(str(t.overloadpacket))
-    if how is None or len(n.args) < 2 or not isinstance(n.args[1], (list, tuple)):
-        return None
-    idx = [i for i in n.args[1] if isinstance(i, torch.fx.Node)]
-    dtypes = [getattr(i.meta.get("tensor_meta"), "dtype", None) for i in idx]
-    return how if any(d in (torch.bool, torch.uint8) for d in dtypes) else None
-
-
-def _dynamic_shape(n):
-    """A node whose output size depends on its input's values."""
-    t = n.target
-    return n.op == "call_function" and isinstance(t, torch._ops.OpOverload) \
-        and torch.Tag.dynamic_output_shape in t.tags and t is not torch.ops.aten.index.Tensor
-
-
-def check_graph(gm):
-    """Refuses data-dependent shapes in a freshly traced graph (before dead
-    code goes: `x.nonzero().shape[0]` leaves only a dead nonzero node)."""
-    for n in gm.graph.nodes:
-        mask = _mask_index(n)
-        if not mask and not _dynamic_shape(n):
-            continue
-        src = provenance.of_node(n)
-        file, line = src.get("file"), src.get("line")
-        op = str(n.target).replace(".default", "")
-        where = f"{file}:{line}" if file else None
-        if mask:
-            what, fix = _MASK_SAYS[mask]
-            raise DataDependentError(
-                f"data-dependent shape: {_quoted(file, line)} {what} ({op}): x[mask] has one "
-                "element per True, a size that depends on tensor values, but the captured "
-                f"step has fixed shapes; {fix}", where)
-        raise DataDependentError(
-            f"data-dependent shape: {_quoted(file, line)} calls {op}, whose output size "
-            "depends on tensor values, but the captured step has fixed shapes; use a "
-            "fixed-size form (torch.where(mask, x, 0) instead of x[mask], mask.sum() "
-            "instead of counting nonzero())", where)
-
-
-# --- the spec's tensors: subclasses and writes into the batch -------------
-
-def check_spec(spec, spec_path):
-    """Refuses, before capture, what would otherwise fail deep in it:
-    tensor subclasses and in-place writes into the example batch."""
-    build_at = _build_line(spec_path) if spec_path else None
-    batch.example(spec, build_at)
-    _check_types(spec, build_at)
-    _check_batch_dim(spec, build_at)
-    _check_batch_writes(spec, build_at)
-
-
-def _check_batch_dim(spec, build_at):
-    """The batch's dim in every input and the target (batch.py) can be
-    placed: a sequence-first batch would otherwise fail deep in the
-    capture."""
-    batch.resolve(spec, build_at)
-
-
-def _build_line(spec_path):
-    """'SPEC.py:LINE' of `def build(`, where the example batch is made."""
-    with open(spec_path, encoding="utf-8", errors="replace") as f:
-        for i, text in enumerate(f, 1):
-            if text.startswith("def build("):
-                return f"{spec_path}:{i}"
-    return None
-
-
-def _batch(spec):
-    """(what, tensor) of each input leaf, then the target."""
-    return batch.example(spec).described()
-
-
-def _check_types(spec, build_at):
-    from torch.nn.parameter import UninitializedTensorMixin
-    model = spec.model
-    named = [(f"parameter '{n}'", n, t) for n, t in model.named_parameters()]
-    named += [(f"buffer '{n}'", n, t) for n, t in model.named_buffers()]
-    named += [(what, None, t) for what, t in _batch(spec)]
-    for what, name, t in named:
-        if not isinstance(t, torch.Tensor) or type(t) in (torch.Tensor, torch.nn.Parameter):
-            continue
-        where = (_assigned_at(model, name) if name else None) or build_at
-        if isinstance(t, UninitializedTensorMixin):
-            raise TensorSubclassError(
-                f"uninitialized lazy {what}: a lazy module's tensors get their shape on the "
-                "first forward, and the capture needs it; run the model once in build() "
-                "(model(*example_inputs)) before returning the TrainSpec", where)
-        raise TensorSubclassError(
-            f"unsupported tensor subclass: {what} is a {type(t).__name__}, and the capture "
-            "traces plain torch.Tensor and nn.Parameter only; convert it with "
-            "t.as_subclass(torch.Tensor) (a parameter: nn.Parameter(t.as_subclass(torch.Tensor)))",
-            where)
-
-
-def _assigned_at(model, name):
-    """'FILE:LINE' in user code that assigns the parameter or buffer `name`
-    ("fc.weight"): `self.fc.weight =` or register_*("weight", in the
-    __init__ of its module or of a module above it; None if not found."""
-    parts = name.split(".")
-    for k in range(len(parts) - 1, -1, -1):
-        try:
-            mod = model.get_submodule(".".join(parts[:k]))
-        except AttributeError:
-            continue
-        rel = ".".join(parts[k:])
-        pats = [re.compile(rf"self\.{re.escape(rel)}\s*=[^=]")]
-        if k == len(parts) - 1:
-            pats.append(re.compile(rf"register_\w+\(\s*['\"]{re.escape(rel)}['\"]"))
-        for cls in type(mod).__mro__:
-            init = cls.__dict__.get("__init__")
-            file = getattr(getattr(init, "__code__", None), "co_filename", "")
-            if not file or not _is_user(file) or file.startswith(_OURS):
-                continue
-            first = init.__code__.co_firstlineno
-            lines = linecache.getlines(file)
-            end = max((ln for _, _, ln in init.__code__.co_lines() if ln), default=first)
-            for i in range(first, min(end, len(lines)) + 1):
-                if any(p.search(lines[i - 1]) for p in pats):
-                    return f"{file}:{i}"
-    return None
-
-
-class _WriteWatch(torch.overrides.TorchFunctionMode):
-    """Notes the user frame of the first torch call after which one of the
-    watched tensors' version counter (shared with its views) moved."""
-
-    def __init__(self, watched):
-        super().__init__()
-        self.watched = watched
-        self.versions = [t._version for _, t in watched]
-        self.found = None
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if self.found is None:
-            for (what, t), v in zip(self.watched, self.versions):
-                if t._version != v:
-                    f = _user_frame(sys._getframe(1))
-                    self.found = (what, f and f.f_code.co_filename, f and f.f_lineno)
-                    break
-        return out
-
-
-def _forward(spec, training, watch=False):
-    """Runs the model (and the loss, in training) eagerly on copies; returns
-    the names of the batch tensors it wrote into, or with `watch` the first
-    write as (name, file, line); None when none. Errors are left for the
-    capture to report."""
-    ex = batch.example(spec)
-    copies = [(w, t.clone()) for w, t in ex.described()]
-    n_in = len(ex.input_leaves)
-    xs = ex.args([t for _, t in copies[:n_in]])
-    target = ex.target([t for _, t in copies[n_in:]])
-    before = [t._version for _, t in copies]
-    mode = _WriteWatch(copies) if watch else contextlib.nullcontext()
-    try:
-        model = copy.deepcopy(spec.model)
-        model.train(training)
-        with rng.stream(torch.tensor(0), torch.tensor(0)), torch.set_grad_enabled(training), \
-                mode:
-            out = model(*xs)
-            if training:
-                spec.loss_fn(out, target)
-    except Exception:
-        pass
-    if watch:
-        return mode.found
-    return [w for (w, t), v in zip(copies, before) if t._version != v] or None
-
-
-def _check_batch_writes(spec, build_at):
-    if not all(isinstance(t, torch.Tensor) for _, t in _batch(spec)):
-        return  # not a batch the capture takes; it says so itself
-    for training in (True, False):
-        written = _forward(spec, training)
-        if not written:
-            continue
-        what, file, line = _forward(spec, training, watch=True) or (written[0], None, None)
-        when = "" if training else " in eval mode"
-        raise InputWriteError(
-            f"in-place write to the step's input: {_quoted(file, line)} modifies {what}"
-            f"{when}, which the runtime passes in read-only; use the out-of-place op "
-            "(x = x + 1, not x.add_(1) or x += 1), or clone first (x = x.clone())",
-            f"{file}:{line}" if file else build_at)

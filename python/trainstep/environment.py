@@ -8,9 +8,12 @@ and restored by one context manager that refuses to patch a symbol twice
   golden run never sees it.
 - math's functions, so that a Python number computed from the LR or a step
   count (traced_optim.Scalar) stays a traced value through math.sqrt & co.
+- trainstep's own "tracing" flag, read by code that also runs eagerly and
+  takes another form in the trace (rng.stream's attention: attention.py).
 """
 import contextlib
 import math
+import sys
 
 import torch
 
@@ -56,6 +59,17 @@ def compiling_flag(patches):
     compiler = getattr(torch, "compiler", None)
     if compiler is not None and hasattr(compiler, "_is_compiling_flag"):
         patches.add(compiler, "_is_compiling_flag", True)
+    return patches
+
+
+# True while the capture traces (set by `tracing_flag`); read it as
+# environment.tracing, at the time of the call.
+tracing = False
+
+
+def tracing_flag(patches):
+    """environment.tracing reads True."""
+    patches.add(sys.modules[__name__], "tracing", True)
     return patches
 
 

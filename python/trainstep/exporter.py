@@ -16,7 +16,7 @@ import sys
 import torch
 
 from . import FORMAT_VERSION, TrainSpec
-from . import capture, capture_errors, cli_errors, golden, provenance, safetensors_io, versions
+from . import capture, checks, cli_errors, golden, provenance, safetensors_io, versions
 from .optim import UnsupportedOptimizer
 
 
@@ -150,7 +150,7 @@ def export_spec(spec, out_path, golden_steps=None, seed=0, ops=None, grads=None,
     """A TrainSpec -> the artifact at out_path; returns the program JSON."""
     if ops is None:
         ops = supported_ops()
-    capture_errors.check_spec(spec, spec_path)
+    checks.check_spec(spec, spec_path)
     try:
         parts = capture.StepParts(spec)
     except UnsupportedOptimizer as e:

@@ -12,8 +12,6 @@ every stand-in against the real thing), using only static-shape ops.
 - BatchNorm with momentum=None (cumulative average): the module reads
   num_batches_tracked as a Python float, which tracing would bake in as
   the first step's 1/1.
-- F.scaled_dot_product_attention (2.x; nn.MultiheadAttention calls it too):
-  its math in plain ops, dropout on trainstep's RNG (attention.py).
 - nn.MultiheadAttention / nn.TransformerEncoderLayer in eval: their
   "fast path" is one fused op (_native_multi_head_attention,
   _transformer_encoder_layer_fwd) with no backward and no runtime kernel;
@@ -25,6 +23,10 @@ every stand-in against the real thing), using only static-shape ops.
   of a write through index tensors with full slices before or between them
   fails in 1.13 ("sym_strides() called on an undefined Tensor"); the slices
   become arange index tensors, which write the same elements (setitem).
+
+F.scaled_dot_product_attention (2.x; nn.MultiheadAttention calls it too)
+is traced as its math form too, but that patch is rng.stream's
+(attention.patched): the eager golden run needs it for dropout as well.
 """
 import contextlib
 
@@ -32,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from . import attention, environment
+from . import environment
 
 _cross_entropy = F.cross_entropy
 _batch_norm = F.batch_norm
@@ -158,8 +160,8 @@ def _sliced_index(self, key):
 def _sliced_mask(self, key, value):
     """x[:, mask] = v (one or more full slices, then one bool mask over the
     next dims, v broadcasting over the dims after them) as the mask
-    reshaped to x's rank; else None (a plain x[mask] = v is compat.py's, v
-    sized by the mask's count is data-dependent)."""
+    reshaped to x's rank; else None (a plain x[mask] = v is
+    decompositions.py's, v sized by the mask's count is data-dependent)."""
     if not isinstance(key, tuple) or not key or not _full(key[0]):
         return None
     at = [i for i, t in enumerate(key)
@@ -216,8 +218,6 @@ def stand_ins(p):
     import torch.nn.modules.transformer as T
     p.add(F, "cross_entropy", cross_entropy).add(F, "batch_norm", batch_norm)
     p.add(_BatchNorm, "forward", batch_norm_forward).add(F, "one_hot", one_hot)
-    if attention.original() is not None:
-        p.add(F, "scaled_dot_product_attention", attention.scaled_dot_product_attention)
     if hasattr(T, "_detect_is_causal_mask"):  # torch >= 2.1
         p.add(T, "_detect_is_causal_mask", _mask_as_given)
     if not hasattr(torch, "compile"):  # 2.x traces the sliced form
@@ -226,8 +226,8 @@ def stand_ins(p):
 
 
 def applied():
-    """The stand-ins, on their own (capture._trace applies them with the
-    rest of the tracing environment)."""
+    """The stand-ins, on their own (trace.py applies them with the rest of
+    the tracing environment)."""
     return stand_ins(environment.Patches()).applied()
 
 

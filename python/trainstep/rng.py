@@ -210,18 +210,6 @@ def _bernoulli_(self, p=0.5, **kwargs):
     return self.copy_((draw_uniform(self.shape) < p).to(self.dtype))
 
 
-def _sdpa_on_stream(sdpa):
-    """F.scaled_dot_product_attention whose dropout draws from the stream:
-    with dropout_p > 0 its math form (attention.py, dropout via F.dropout),
-    else `sdpa` as it was (torch's kernel, or the tracing stand-in)."""
-    def run(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
-        if dropout_p > 0.0:
-            return attention.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
-                                                          is_causal, **kwargs)
-        return sdpa(query, key, value, attn_mask, dropout_p, is_causal, **kwargs)
-    return run
-
-
 @contextlib.contextmanager
 def _patched_functions():
     import torch.nn.functional as F
@@ -239,7 +227,7 @@ def _patched_functions():
     for k, v in extra.items():
         setattr(F, k, v)
     if sdpa is not None:
-        F.scaled_dot_product_attention = _sdpa_on_stream(sdpa)
+        F.scaled_dot_product_attention = attention.patched(sdpa)  # its one patch
     try:
         with rnn.layered_dropout(dropout):
             yield

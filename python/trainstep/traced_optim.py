@@ -300,7 +300,7 @@ class TracedOptimizer:
             {k: scalars.Scalar(state[group_state_name(i, k)]) for k in g.state}
             for i, g in enumerate(self.groups)]
         sh, stand = self._stand_in(values, grads, tstate, lrs, gstate=gstate)
-        # Under capture._trace's environment (the compiling flag, math on
+        # Under trace.py's environment (the compiling flag, math on
         # Scalars).
         with scalars.ScalarMode(), torch.no_grad():
             sh.step()

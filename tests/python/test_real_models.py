@@ -194,7 +194,7 @@ def test_vae_returns_its_tuple(tmp_path):
 def test_pixel_shuffle_decompositions_match_torch():
     """1.13's capture decomposes pixel_(un)shuffle itself (2.x's table has
     them); random shapes, batched and not, against torch's own ops."""
-    from trainstep.compat import _pixel_shuffle, _pixel_unshuffle
+    from trainstep.decompositions import _pixel_shuffle, _pixel_unshuffle
     g = torch.Generator().manual_seed(0)
     for _ in range(20):
         r = int(torch.randint(1, 4, (1,), generator=g))
@@ -237,7 +237,7 @@ BACKWARD = [  # (torch op, extra args after (grad, x))
 
 
 def _decomposed(op):
-    from trainstep.compat import decomposition_table
+    from trainstep.decompositions import decomposition_table
     table = decomposition_table()
     assert op in table, f"{op} has no decomposition: the runtime cannot run it whole"
     return table[op]
@@ -270,13 +270,14 @@ def test_elu_backward_matches_torch():
 
 @pytest.mark.skipif(not hasattr(A, "prelu_backward"), reason="2.x decomposes prelu itself")
 def test_prelu_decomposition_matches_torch():
-    from trainstep import compat
+    from trainstep import decompositions
     g = torch.Generator().manual_seed(4)
     for shape, wn in [((5, 3), 3), ((2, 4, 3, 3), 4), ((2, 4, 3), 1), ((7,), 1)]:
         x, grad = torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)
         w = torch.rand(wn, generator=g)
-        torch.testing.assert_close(compat._prelu(x, w), A.prelu.default(x, w))
-        for got, want in zip(compat._prelu_backward(grad, x, w), A.prelu_backward.default(grad, x, w)):
+        torch.testing.assert_close(decompositions._prelu(x, w), A.prelu.default(x, w))
+        for got, want in zip(decompositions._prelu_backward(grad, x, w),
+                              A.prelu_backward.default(grad, x, w)):
             torch.testing.assert_close(got, want)
 
 

@@ -1,7 +1,7 @@
 """A small conv net over padded inputs: reflect, replicate and constant
 F.pad (2-d and 1-d, a negative constant pad that crops), .repeat() of the
 input channel and of a learned bias tile, and a cumsum along time; MSE
-loss, SGD with momentum. Every pad op runs whole (compat.KEEP), forward
+loss, SGD with momentum. Every pad op runs whole (decompositions.KEEP), forward
 and backward."""
 import torch
 import torch.nn as nn

@@ -2,7 +2,7 @@
 over image rows, the last time step's output taken by `output[:, -1, :]`,
 then a classifier. On torch 1.13 that slice of the (internally
 transposed) LSTM output is an as_strided read of a non-contiguous value,
-and its backward a select_scatter (views.py, compat.py)."""
+and its backward a select_scatter (views.py, index_decompositions.py)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
