@@ -82,6 +82,17 @@ def resolve(spec, where=None):
     ex = example(spec, where)
     lay = _resolve(spec, ex, where)
     lay.flat = any(ex.flat)
+    declared = getattr(spec, "batch_dims", None) is not None
+    if lay.flat and not declared and len({t.shape[0] for _, t in ex.described()}) == 1:
+        # (seq, batch) or (batch, seq): every dim 0 agrees, so nothing tells.
+        i = ex.flat.index(True)
+        shape = list(ex.target_leaves[i].shape)
+        raise BatchLayoutError(
+            f"the example target (flattened to {[shape[0] * shape[1]] + shape[2:]}) is the "
+            f"example batch's first two dims {shape[:2]} flattened, as a language model's "
+            "training loop flattens it, and which of the two holds the batch cannot be told "
+            "from the example: declare it, TrainSpec(batch_dims=1) for (seq, batch) data or "
+            "batch_dims=0 for (batch, seq)", where)
     return lay
 
 

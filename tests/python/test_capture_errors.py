@@ -144,14 +144,15 @@ def test_tensor_subclass_in_the_batch(tmp_path, batch, what):
                   "Tagged", "t.as_subclass(torch.Tensor)", at="def build():")
 
 
-def test_flattened_sequence_first_target(tmp_path):
+def test_flattened_target_needs_its_batch_dim(tmp_path):
     """(seq, batch) inputs with a target flattened over both
-    (word_language_model's data): no per-sample layout, one line at build()
-    saying how to pass it instead."""
+    (word_language_model's data) export with the batch dim declared
+    (tests/python/specs/flat_target.py); undeclared, which of the two is the
+    batch cannot be told: one line at build() saying how to declare it."""
     _export_error(tmp_path, _spec(batch="x, y = torch.randn(5, 4), torch.randint(0, 3, (20,))"),
-                  "batch dimension: example input 0 [5, 4], the example target [20] do not "
-                  "agree on dim 0", "a target flattened over (seq, batch) has no per-sample "
-                  "layout", "TrainSpec(batch_dims=", at="def build():")
+                  "the example target (flattened to [20]) is the example batch's first two "
+                  "dims [5, 4] flattened", "TrainSpec(batch_dims=1) for (seq, batch) data",
+                  at="def build():")
 
 
 @pytest.mark.parametrize("dims,needle", [
