@@ -70,6 +70,12 @@ def decomposition_table():
     # 2.x's roll indexes by (arange + shift) fmod n; ours is two slices and
     # a cat per dim.
     table[torch.ops.aten.roll.default] = _roll
+    if not hasattr(D, "core_aten_decompositions"):
+        # 1.13's nll_loss gathers at a negative ignore_index (minGPT's -1).
+        table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
+        table[torch.ops.aten.nll_loss_backward.default] = _nll_loss_backward
+    if hasattr(torch.ops.prims, "copy_strided"):  # 2.x's refs only
+        table[torch.ops.prims.copy_strided.default] = _copy_strided
     return table
 
 
@@ -84,7 +90,12 @@ def _fallbacks():
             A.index.Tensor: _index, A.index_put.default: _index_put,
             A.as_strided_scatter.default: _as_strided_scatter,
             A.var_mean.correction: _var_mean,
-            A.var.correction: _var, A.pow.Scalar: _pow_scalar}
+            A.var.correction: _var, A.pow.Scalar: _pow_scalar,
+            # 1.13 leaves lerp and vector_norm whole (Muon, clip_grad_norm_);
+            # both leave clamp with tensor bounds (a traced LR in AdaBound).
+            A.lerp.Scalar: _lerp, A.lerp.Tensor: _lerp,
+            A.linalg_vector_norm.default: _vector_norm,
+            A.clamp.Tensor: _clamp_tensor}
     if hasattr(A, "prelu_backward"):  # 1.13's prelu backward op; 2.x decomposes prelu itself
         ours[A.prelu.default] = _prelu
         ours[A.prelu_backward.default] = _prelu_backward
@@ -256,3 +267,92 @@ def _baddbmm(input, batch1, batch2, beta=1, alpha=1):
     if beta == 0:
         return prod
     return prod + (input if beta == 1 else input * beta)
+
+
+def _lerp(x, end, weight):
+    """torch's lerp: x + w (end - x) where |w| < 0.5, else end - (end - x)(1 - w),
+    as its kernel computes it (1.13 has no decomposition)."""
+    if isinstance(weight, torch.Tensor):
+        small = weight.abs() < 0.5
+        return torch.where(small, x + weight * (end - x), end - (end - x) * (1 - weight))
+    if abs(weight) < 0.5:
+        return x + weight * (end - x)
+    return end - (end - x) * (1 - weight)
+
+
+def _vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
+    """linalg.vector_norm as reductions (1.13 has no decomposition)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    dims = list(range(x.dim())) if dim is None or dim == [] else dim
+    a = x.abs()
+    if ord == float("inf"):
+        return a.amax(dims, keepdim=keepdim)
+    if ord == float("-inf"):
+        return a.amin(dims, keepdim=keepdim)
+    if ord == 0:
+        return (x != 0).to(x.dtype).sum(dims, keepdim=keepdim)
+    if ord == 1:
+        return a.sum(dims, keepdim=keepdim)
+    if ord == 2:
+        return (x * x).sum(dims, keepdim=keepdim).sqrt()
+    return a.pow(ord).sum(dims, keepdim=keepdim).pow(1.0 / ord)
+
+
+def _clamp_tensor(x, min=None, max=None):
+    """clamp with tensor bounds (a traced LR or step count makes them 0-d
+    tensors): maximum, then minimum, in x's dtype."""
+    if min is not None:
+        x = torch.maximum(x, min.to(x.dtype))
+    if max is not None:
+        x = torch.minimum(x, max.to(x.dtype))
+    return x
+
+
+def _nll_loss_forward(x, target, weight, reduction, ignore_index):
+    """nll_loss as 1.13's decomposition computes it, but where that one
+    gathers at an ignore_index below 0 (minGPT's -1) and fails, ignored
+    entries gather at class 0 here and are masked."""
+    channel = 0 if x.dim() < 2 else 1
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target)).unsqueeze(channel)
+    if weight is not None:
+        x = x * (weight.unsqueeze(0) if x.dim() > 1 else weight)
+    result = torch.where(keep, -torch.gather(x, channel, safe).squeeze(channel), 0)
+    if reduction == 0 and x.dim() > 1:  # none
+        return result, x.new_zeros(())
+    if weight is not None:
+        w = weight.unsqueeze(0).expand(x.shape) if x.dim() > 1 else weight
+        total = torch.where(keep, torch.gather(w, channel, safe).squeeze(channel), 0).sum()
+    else:
+        total = keep.sum().to(x)
+    if reduction == 2:  # sum
+        return result.sum(), total
+    if reduction == 1:  # mean
+        return result.sum() / total, total
+    return result, total
+
+
+def _nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total):
+    """The backward of _nll_loss_forward, as 1.13's, at safe indices."""
+    channel = 0 if x.dim() < 2 else 1
+    if reduction == 1:  # mean
+        grad_output = grad_output / total
+    target = target.unsqueeze(channel)
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    grad_input = torch.zeros_like(x).scatter(channel, safe, -1.0)
+    if grad_input.dim() > grad_output.dim() > 0:
+        grad_output = grad_output.unsqueeze(channel)
+    if weight is not None:
+        shape = [1] * x.dim()
+        shape[channel] = weight.shape[0]
+        grad_output = grad_output * weight.reshape(shape)
+    return grad_input * torch.where(keep, grad_output, 0)
+
+
+def _copy_strided(x, stride):
+    """prims.copy_strided (2.x's refs keep a tensor's strides with it, as
+    ConvNeXt's permuted LayerNorm reaches): a copy; the runtime's tensors
+    are dense, and the values are the same whatever the strides."""
+    return x.clone()

@@ -6,6 +6,9 @@ every stand-in against the real thing), using only static-shape ops.
 - F.cross_entropy with label_smoothing > 0: torch 1.13 zeroes ignored
   targets with a boolean-mask index_put and averages with masked_select,
   whose output size depends on the data.
+- F.cross_entropy and F.nll_loss with ignore_index < 0 (torch 1.13;
+  minGPT's -1): 1.13's nll_loss decomposition and its vmap rule gather at
+  the ignored index and fail; ignored targets read class 0 and are masked.
 - F.batch_norm in training: eager updates the running stats in place
   inside native_batch_norm, whose 1.13 schema does not say so (functionalize
   cannot see the write).
@@ -46,6 +49,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """F.cross_entropy; with label smoothing and class-index targets, the
     formula of torch 1.13's cross_entropy_loss_label_smoothing with the
     ignored targets masked by where() instead of boolean indexing."""
+    if _gathers_at_ignored(target, ignore_index, size_average, reduce):
+        return _ignored_masked(cross_entropy, input, target, weight, ignore_index, reduction,
+                               label_smoothing=label_smoothing)
     if label_smoothing <= 0.0 or target.is_floating_point() \
             or size_average is not None or reduce is not None:
         return _cross_entropy(input, target, weight, size_average, ignore_index, reduce,
@@ -72,6 +78,44 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     elif reduction == "sum":
         smooth = smooth.sum()
     return (1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """F.nll_loss (torch 1.13: see _gathers_at_ignored)."""
+    if _gathers_at_ignored(target, ignore_index, size_average, reduce):
+        return _ignored_masked(_nll_loss, input, target, weight, ignore_index, reduction)
+    return _nll_loss(input, target, weight, size_average, ignore_index, reduce, reduction)
+
+
+_nll_loss = F.nll_loss
+_TORCH1 = torch.__version__.startswith("1.")
+
+
+def _gathers_at_ignored(target, ignore_index, size_average, reduce):
+    """Whether torch 1.13 would gather at the ignored index: its
+    nll_loss decomposition and its vmap rule (the per-sample eval loss) mask
+    only an ignore_index >= 0, so minGPT's ignore_index=-1 fails to trace."""
+    return _TORCH1 and ignore_index < 0 and not target.is_floating_point() \
+        and size_average is None and reduce is None
+
+
+def _ignored_masked(loss, input, target, weight, ignore_index, reduction, **kw):
+    """loss(...) with the ignored targets read at class 0 and masked out, and
+    the mean over the kept targets' weights, as torch reduces."""
+    keep = target != ignore_index
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    # No target is the class count: nothing more is ignored.
+    n_classes = input.shape[1 if input.dim() > 1 else 0]
+    each = loss(input, safe, weight, ignore_index=n_classes, reduction="none", **kw)
+    each = torch.where(keep, each, torch.zeros_like(each))
+    if reduction == "none":
+        return each
+    if reduction == "sum":
+        return each.sum()
+    if weight is None:
+        return each.sum() / keep.sum()
+    return each.sum() / (weight.gather(0, safe.flatten()) * keep.flatten()).sum()
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -217,6 +261,8 @@ def stand_ins(p):
     """Adds every stand-in above to `p` (environment.Patches)."""
     import torch.nn.modules.transformer as T
     p.add(F, "cross_entropy", cross_entropy).add(F, "batch_norm", batch_norm)
+    if _TORCH1:
+        p.add(F, "nll_loss", nll_loss)
     p.add(_BatchNorm, "forward", batch_norm_forward).add(F, "one_hot", one_hot)
     if hasattr(T, "_detect_is_causal_mask"):  # torch >= 2.1
         p.add(T, "_detect_is_causal_mask", _mask_as_given)

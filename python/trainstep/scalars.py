@@ -152,10 +152,26 @@ def _scaled(other, s, like):
     return other * _tensor(s, like if like is not None else other)
 
 
+def _full(name, args, kwargs):
+    """torch.full / full_like / Tensor.new_full with a Scalar fill (their
+    fill_value must be a plain number): zeros of that shape plus the value."""
+    args = list(args)
+    at = 2 if name == "new_full" else 1
+    fill = args.pop(at) if len(args) > at else kwargs.pop("fill_value")
+    if name == "full":
+        z = torch.zeros(*args, **kwargs)
+    elif name == "full_like":
+        z = torch.zeros_like(*args, **kwargs)
+    else:
+        z = args[0].new_zeros(*args[1:], **kwargs)
+    return (z + _tensor(fill, z)).to(z.dtype)
+
+
 class ScalarMode(TorchFunctionMode):
     """Wherever a torch function gets a Scalar, it gets the 0-d tensor
     instead; alpha= and value= (add, sub, addcmul, addcdiv), which take no
-    tensor, become a multiplication first."""
+    tensor, become a multiplication first; full() with a Scalar fill is
+    zeros plus the value."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -176,6 +192,9 @@ class ScalarMode(TorchFunctionMode):
             term = _scaled(t1, v, like) * t2 if name.startswith("addcmul") \
                 else _scaled(t1, v, like) / t2
             return args[0].add_(term) if name.endswith("_") else torch.add(args[0], term)
+
+        if name in ("full", "full_like", "new_full"):
+            return _full(name, args, kwargs)
 
         def conv(a):
             if isinstance(a, Scalar):

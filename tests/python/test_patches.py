@@ -182,3 +182,32 @@ def test_one_hot_loss_exports_and_verifies(tmp_path):
     run("export", os.path.join(SPECS, "one_hot_dice.py"), "--out", art)
     p = run("verify", art, "--threads", "1", check=False)
     assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == "verify: ok", p.stdout
+
+
+@pytest.mark.parametrize("kind", ["ce", "nll", "smooth"])
+def test_negative_ignore_index_exports_and_verifies(tmp_path, kind):
+    """minGPT's ignore_index=-1: torch 1.13's nll_loss decomposition and its
+    vmap rule gather at -1 and fail; the stand-in masks it (both torches
+    verify)."""
+    import os
+    from conftest import SPECS, run
+    art = str(tmp_path / "ii.tstep")
+    run("export", os.path.join(SPECS, "ignore_index_lm.py"), "--out", art, env={"II": kind})
+    v = run("verify", art, "--threads", "1", check=False)
+    assert v.returncode == 0 and v.stdout.strip().splitlines()[-1] == "verify: ok", v.stdout
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted,smoothing", [(False, 0.0), (True, 0.0), (True, 0.2)])
+def test_ignored_targets_masked_as_torch_reduces(reduction, weighted, smoothing):
+    """The masking path against torch's own cross_entropy, which takes -1
+    eagerly."""
+    g = torch.Generator().manual_seed(5)
+    x, t = torch.randn(10, 4, generator=g), torch.randint(0, 4, (10,), generator=g)
+    t[[0, 3, 4]] = -1
+    w = torch.rand(4, generator=g) + 0.5 if weighted else None
+    got = patches._ignored_masked(patches.cross_entropy, x, t, w, -1, reduction,
+                                  label_smoothing=smoothing)
+    want = F.cross_entropy(x, t, w, ignore_index=-1, reduction=reduction,
+                           label_smoothing=smoothing)
+    torch.testing.assert_close(got, want)
