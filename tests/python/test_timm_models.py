@@ -10,8 +10,8 @@ timm = pytest.importorskip("timm")
 SPEC = os.path.join(SPECS, "timm_models.py")
 
 
-# resnet18 verifies too (scripts/pypi_trials.py), at 130 s here: left out of CI.
-@pytest.mark.parametrize("name", ["mobilenetv3_small_050", "vit_tiny_patch16_224"])
+# resnet18 verifies too (scripts/pypi_trials.py), but takes 130 s here: not in CI.
+@pytest.mark.parametrize("name", ["mobilenetv3_small_050", "vit_tiny_patch16_224", "convnext_atto"])
 def test_timm_model_exports_and_verifies(tmp_path, name):
     art = str(tmp_path / f"{name}.tstep")
     run("export", SPEC, "--out", art, env={"TIMM": name})

@@ -64,7 +64,7 @@ def _trace_and_compare(make, steps=6):
     lr = torch.tensor(opt.param_groups[0]["lr"], dtype=torch.float64)
     params = [p.detach().clone() for p in ref.values()]
     example = [torch.randn(s, generator=g) for s in shapes.values()]
-    with scalars.environment_patches().applied():  # as capture._trace traces
+    with scalars.environment_patches().applied():  # as trace.py traces
         gm = make_fx(functionalize(fn))(lr, *params, *example, *[state[k] for k in keys])
     st = [state[k] for k in keys]
     for _ in range(steps):
@@ -118,7 +118,9 @@ def _verify(path):
 
 @pytest.mark.parametrize("optim,state", [("SignMomentum", "optim/fc1.weight/step"),
                                          ("TwoRules", "optim/fc1.weight/t"),
-                                         ("GroupStep", "optim/param_groups/0/step")])
+                                         ("GroupStep", "optim/param_groups/0/step"),
+                                         ("Muon", "optim/fc1.weight/momentum_buffer"),
+                                         ("Bounded", "optim/param_groups/0/step")])
 def test_user_optimizer_exports_and_verifies(tmp_path, optim, state):
     art, p = _export(tmp_path, optim)
     assert p.returncode == 0, p.stderr
@@ -277,6 +279,12 @@ def test_group_step_count_traces_like_eager():
     g = f.groups[0]
     assert g.state["step"].kind == "int" and g.start == {"step": 0} and g.lazy == ["step"]
     assert "step" not in g.options
+
+
+def test_traced_lr_through_full_and_clamp_traces_like_eager():
+    """torch.full(size, lr) and clamp(lower, upper) with bounds made of the
+    LR and a step count keep the LR a runtime input."""
+    _trace_and_compare(lambda ps: _user("Bounded", ps, lr=0.01))
 
 
 def test_other_group_options_changed_by_step_are_refused(tmp_path):

@@ -10,6 +10,10 @@ tests: plain torch.optim.Optimizer subclasses whose step() updates in place.
   buffer starts as the gradient itself).
 - GroupStep: an Adam-like rule counting its steps in the param group, as
   pytorch-optimizer's optimizers do.
+- Muon: Newton-Schulz-orthogonalised momentum for matrices, in float32 (the
+  published Muon runs the iteration in bfloat16, which the runtime lacks).
+- Bounded: AdaBound's shape: torch.full from the LR, clamp between bounds
+  made of the LR and a group step count.
 - SignMomentum(wrong=True): a planted bug that only the captured step has
   (its step size is off by 1 % while torch.compiler.is_compiling(), which
   the capture says and eager does not), which verify must catch.
@@ -149,6 +153,84 @@ class GroupStep(torch.optim.Optimizer):
                 state["exp_avg_sq"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
                 denom = state["exp_avg_sq"].div(c2).sqrt_().add_(group["eps"])
                 p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / c1)
+
+
+def newton_schulz(g, steps=5, eps=1e-7):
+    """The orthogonalisation Muon applies to a 2-D update: a quintic
+    Newton-Schulz iteration towards U V^T of g's SVD, in float32 (Muon
+    itself runs it in bfloat16)."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g.float()
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.t()
+    x = x / (x.norm() + eps)
+    for _ in range(steps):
+        m = x @ x.t()
+        x = a * x + (b * m + c * m @ m) @ x
+    return x.t() if tall else x
+
+
+class Muon(torch.optim.Optimizer):
+    """Muon's rule as its authors describe it, written here: Nesterov
+    momentum whose update is orthogonalised by Newton-Schulz for matrices
+    (conv kernels flattened to 2-D), scaled by sqrt(max(1, rows/cols));
+    groups with use_muon=False take plain momentum SGD."""
+
+    def __init__(self, params, lr=0.02, momentum=0.95, weight_decay=0.0, use_muon=True):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                      use_muon=use_muon))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - group["momentum"])
+                update = p.grad.lerp(buf, group["momentum"])
+                if group["use_muon"] and p.dim() >= 2:
+                    flat = update.reshape(update.size(0), -1)
+                    o = newton_schulz(flat) * max(1, flat.size(0) / flat.size(1)) ** 0.5
+                    update = o.reshape(p.shape).to(p.dtype)
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(update, alpha=-group["lr"])
+
+
+class Bounded(torch.optim.Optimizer):
+    """AdaBound's shape, written here: an Adam-like step size made a tensor
+    with torch.full from the LR, clipped between bounds that close in on a
+    final LR as the group's step count grows (clamp with traced bounds)."""
+
+    def __init__(self, params, lr=1e-3, final_lr=0.1, gamma=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, dict(lr=lr, final_lr=final_lr, gamma=gamma, betas=betas, eps=eps))
+        self.base_lr = lr
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            group["step"] = group.get("step", 0) + 1
+            b1, b2 = group["betas"]
+            final = group["final_lr"] * group["lr"] / self.base_lr
+            lower = final * (1 - 1 / (group["gamma"] * group["step"] + 1))
+            upper = final * (1 + 1 / (group["gamma"] * group["step"]))
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                size = torch.full((), group["lr"], dtype=p.dtype)
+                size = (size / (v.sqrt() + group["eps"])).clamp_(lower, upper)
+                p.sub_(size * m)
 
 
 class GroupOption(_LrOnly):
