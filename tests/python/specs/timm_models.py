@@ -3,8 +3,8 @@ one (resnet18, mobilenetv3_small_050, vit_tiny_patch16_224 at 32x32,
 convnext_atto, whose permuted LayerNorm reaches 2.x's prims.copy_strided), trained
 with AdamW on a batch of two 32x32 images.
 mobilenetv3_small_050 at this size ends in BatchNorm over two samples at
-1x1, whose gradients one rounding moves by far more than their scale: its
-verify must take eager's own spread as it is (golden.MAX_SPREAD)."""
+1x1, whose gradients one rounding moves by far more than their scale
+(golden.MAX_SPREAD)."""
 import os
 
 import timm
