@@ -70,10 +70,6 @@ def decomposition_table():
     # 2.x's roll indexes by (arange + shift) fmod n; ours is two slices and
     # a cat per dim.
     table[torch.ops.aten.roll.default] = _roll
-    if not hasattr(D, "core_aten_decompositions"):
-        # 1.13's nll_loss gathers at a negative ignore_index (minGPT's -1).
-        table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
-        table[torch.ops.aten.nll_loss_backward.default] = _nll_loss_backward
     if hasattr(torch.ops.prims, "copy_strided"):  # 2.x's refs only
         table[torch.ops.prims.copy_strided.default] = _copy_strided
     return table
@@ -307,48 +303,6 @@ def _clamp_tensor(x, min=None, max=None):
     if max is not None:
         x = torch.minimum(x, max.to(x.dtype))
     return x
-
-
-def _nll_loss_forward(x, target, weight, reduction, ignore_index):
-    """nll_loss as 1.13's decomposition computes it, but where that one
-    gathers at an ignore_index below 0 (minGPT's -1) and fails, ignored
-    entries gather at class 0 here and are masked."""
-    channel = 0 if x.dim() < 2 else 1
-    keep = target != ignore_index
-    safe = torch.where(keep, target, torch.zeros_like(target)).unsqueeze(channel)
-    if weight is not None:
-        x = x * (weight.unsqueeze(0) if x.dim() > 1 else weight)
-    result = torch.where(keep, -torch.gather(x, channel, safe).squeeze(channel), 0)
-    if reduction == 0 and x.dim() > 1:  # none
-        return result, x.new_zeros(())
-    if weight is not None:
-        w = weight.unsqueeze(0).expand(x.shape) if x.dim() > 1 else weight
-        total = torch.where(keep, torch.gather(w, channel, safe).squeeze(channel), 0).sum()
-    else:
-        total = keep.sum().to(x)
-    if reduction == 2:  # sum
-        return result.sum(), total
-    if reduction == 1:  # mean
-        return result.sum() / total, total
-    return result, total
-
-
-def _nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total):
-    """The backward of _nll_loss_forward, as 1.13's, at safe indices."""
-    channel = 0 if x.dim() < 2 else 1
-    if reduction == 1:  # mean
-        grad_output = grad_output / total
-    target = target.unsqueeze(channel)
-    keep = target != ignore_index
-    safe = torch.where(keep, target, torch.zeros_like(target))
-    grad_input = torch.zeros_like(x).scatter(channel, safe, -1.0)
-    if grad_input.dim() > grad_output.dim() > 0:
-        grad_output = grad_output.unsqueeze(channel)
-    if weight is not None:
-        shape = [1] * x.dim()
-        shape[channel] = weight.shape[0]
-        grad_output = grad_output * weight.reshape(shape)
-    return grad_input * torch.where(keep, grad_output, 0)
 
 
 def _copy_strided(x, stride):
