@@ -2,7 +2,8 @@
 examples/cpp (programs of their own, public headers only) built against it.
 train_mnist is built twice, through find_package(trainstep) (shared
 library) and through pkg-config (static library), and trained 20 steps on
-Fashion-MNIST; train_epochs runs ts::train on a Dataset class of its own.
+Fashion-MNIST; train_epochs runs ts::train on a Dataset class of its own; a
+program written here verifies an artifact through ts::verify.
 
 Oracles: both train_mnist builds give bit-identical losses (same code, one
 thread); the checkpoint it writes loads in `trainstep eval`, and its test
@@ -18,6 +19,8 @@ import subprocess
 import pytest
 
 from conftest import BIN, FASHION, ROOT, run
+
+pytestmark = [pytest.mark.runtime]
 
 BUILD = os.path.dirname(os.path.abspath(BIN))
 EXAMPLE = os.path.join(ROOT, "examples", "cpp")
@@ -119,11 +122,79 @@ def test_public_epoch_loop_on_a_dataset_of_its_own_matches_the_cli(examples, mni
     assert evaluated(save) == evaluated(cli)
 
 
+# A program of its own that verifies an artifact through ts::verify
+# (trainstep/verify.h): each failed check, then the report's verdict.
+VERIFY_PROGRAM = r"""
+#include <trainstep/verify.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+int main(int argc, char** argv) {
+  ts::VerifyOptions o;
+  o.session.threads = 1;
+  if (argc > 2) o.tol = std::atof(argv[2]);
+  try {
+    const ts::VerifyReport r = ts::verify(argv[1], o);
+    for (const ts::VerifyCheck& c : r.checks)
+      if (!c.ok) std::printf("mismatch %s of_scale %g tol %g\n", c.name.c_str(), c.of_scale, c.tol);
+    std::printf("%zu checks: %s\n", r.checks.size(),
+                r.ok() ? "ok" : ("FAILED " + r.failure).c_str());
+    return r.ok() ? 0 : 3;
+  } catch (const ts::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+}
+"""
+
+
+def test_installed_package_verifies_an_artifact_from_a_program_of_its_own(prefix, mnist_adadelta,
+                                                                           tmp_path):
+    src = tmp_path / "verify_artifact.cpp"
+    src.write_text(VERIFY_PROGRAM)
+    exe = tmp_path / "verify_artifact"
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
+    flags = sh("pkg-config", "--cflags", "--libs", "trainstep", env=env).split()
+    sh("g++", "-O2", src, "-o", exe, *flags, f"-Wl,-rpath,{prefix / 'lib'}")
+
+    def verify(*args):
+        p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=600)
+        return p.returncode, p.stdout.strip().splitlines()
+
+    # As many checks as the CLI prints lines for, and the same verdict.
+    rc, out = verify(mnist_adadelta)
+    cli = run("verify", mnist_adadelta, "--threads", "1").stdout.splitlines()
+    checks = [l for l in cli if l.startswith("  ") and l.endswith((" ok", " MISMATCH"))]
+    assert (rc, out) == (0, [f"{len(checks)} checks: ok"])
+
+    # A mismatch is a report, not a crash: a golden tensor moved (as in
+    # test_parity.py), and a tolerance no float32 step meets.
+    from trainstep import safetensors_io
+    tensors, meta = safetensors_io.load(mnist_adadelta)
+    tensors["golden/final/fc2.bias"] = tensors["golden/final/fc2.bias"] + 1e-2
+    bad = tmp_path / "bad.tstep"
+    safetensors_io.save(str(bad), tensors, meta)
+    rc, out = verify(bad)
+    assert rc == 3 and out[-1] == f"{len(checks)} checks: FAILED state fc2.bias", out
+    assert out[:-1] and all(" state fc2.bias " in l for l in out[:-1]), out
+    rc, out = verify(mnist_adadelta, "1e-12")
+    first = run("verify", mnist_adadelta, "--threads", "1", "--tol", "1e-12", check=False)
+    assert first.returncode == 3
+    assert rc == 3 and out[-1] == f"{len(checks)} checks: " + first.stdout.splitlines()[-1][8:]
+    assert len(out) > 2, out
+
+    # What cannot be compared at all is a ts::Error.
+    rc, out = verify(tmp_path / "missing.tstep")
+    assert rc == 1 and out[0].startswith("error: ") and "missing.tstep" in out[0], out
+
+
 def test_each_installed_header_compiles_alone(prefix):
     # Public headers may include only each other and the standard library:
     # with the prefix as the only include path, an internal one cannot resolve.
     headers = sorted((prefix / "include" / "trainstep").glob("*.h"))
-    assert {h.name for h in headers} >= {"session.h", "train.h", "dataset.h", "collective.h"}
+    assert {h.name for h in headers} >= {"session.h", "train.h", "dataset.h", "collective.h",
+                                         "verify.h"}
     for h in headers:
         sh("g++", "-std=c++17", "-fsyntax-only", "-I", prefix / "include", "-x", "c++", h)
 
