@@ -1,6 +1,6 @@
 // One core's float32 FMA peak: 12 independent AVX-512 (or AVX2) FMA chains
 // held in registers, so nothing but the FMA units limits the loop. The
-// performance figures in the README compare the step's GFLOP/s with this.
+// performance figures in docs/performance.md compare the step's GFLOP/s with this.
 //   g++ -O2 -march=native bench/fma_peak.cpp -o /tmp/fma_peak && /tmp/fma_peak
 #include <immintrin.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates docs/curves.png, docs/graph.png and docs/memory.png (README
+# Regenerates docs/curves.png, docs/graph.png and docs/memory.png (docs/training.md,
 # "Watching a run"): exports the MNIST example, trains it briefly with
 # --log-dir, draws the three SVGs (plot, inspect --graph, inspect --memory)
 # and screenshots each with headless Chromium (scripts/install-deps.sh

@@ -95,7 +95,7 @@ std::string find_python() {
   return "/usr/bin/python3";
 }
 
-// Which exporter runs, as README "Install the exporter" says: the folder
+// Which exporter runs, as docs/python.md "Install the exporter" says: the folder
 // $TRAINSTEP_PYTHONPATH names; else the source tree's python/ this binary
 // was built from, or python/ beside its folder, while it is there (it
 // matches the binary, local edits included); else "", the trainstep

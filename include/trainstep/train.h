@@ -40,7 +40,7 @@ struct TrainOptions {
   // so re-running the same command after a crash finishes the same run.
   int64_t epochs = 1;
   double lr = -1;                 // base LR; < 0: the artifact's (or checkpoint's)
-  std::string lr_schedule;        // a spec of README "LR schedules"; empty: checkpoint's or constant
+  std::string lr_schedule;        // a spec of docs/training.md "LR schedules"; empty: checkpoint's or constant
   // "epoch": step the schedule once per epoch (index = epoch); "step": once
   // per training step (index = the session's global step). Empty: the
   // checkpoint's, else "epoch".

@@ -1,6 +1,6 @@
 """Errors torch raises while it traces the step, said in one line: the
-cause, the user's FILE:LINE that did it, and the way out (README, "Errors
-and exit codes"); what checks.py refuses is said the same way, with the
+cause, the user's FILE:LINE that did it, and the way out (docs/reliability.md,
+"Errors"); what checks.py refuses is said the same way, with the
 user-frame helpers here.
 
 make_fx traces the step with real tensors. What it cannot capture ends in a

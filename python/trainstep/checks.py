@@ -1,6 +1,6 @@
 """Checks: what a captured step cannot do, refused in one line with the
-cause, the user's FILE:LINE and the way out (README, "Errors and exit
-codes"). Errors torch raises while tracing are capture_errors.py's.
+cause, the user's FILE:LINE and the way out (docs/reliability.md,
+"Errors"). Errors torch raises while tracing are capture_errors.py's.
 
 - the spec's tensors, before capture (`check_spec`): tensor subclasses among
   the parameters, buffers and example batch, which fail later in deepcopy

@@ -1,5 +1,5 @@
-"""The exporter as a package (README "Install the exporter into your
-environment"): `pip install ./python` into a throwaway environment that has
+"""The exporter as a package (docs/python.md, "Install the exporter
+into your environment"): `pip install ./python` into a throwaway environment that has
 torch, with no index; `python -m trainstep export` there, from outside the
 repo; which exporter the binary runs; and the binary and the exporter
 refusing each other across versions. Runs under either interpreter of the
