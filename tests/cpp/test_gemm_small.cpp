@@ -62,8 +62,10 @@ TEST(SmallGemm, MatchesDoubleProductAtEveryLevelWithTheSameBits) {
   std::uniform_int_distribution<int64_t> dim(1, 70);
   std::vector<std::array<int64_t, 3>> sizes = {{1, 1, 1}, {8, 32, 1}, {6, 16, 256}, {33, 47, 3}};
   for (int i = 0; i < 12; ++i) sizes.push_back({dim(rng), dim(rng), 1 + dim(rng) * 3});
-  for (auto [M, N, K] : sizes)
+  for (const auto& mnk : sizes)
     for (int flags = 0; flags < 8; ++flags) {
+      // Plain locals: clang 14 (the sanitizer build) cannot capture structured bindings.
+      const int64_t M = mnk[0], N = mnk[1], K = mnk[2];
       const bool ta = flags & 1, tb = flags & 2, acc = flags & 4;
       const float alpha = acc ? 0.75f : 1.f, beta = acc ? -0.5f : 0.f;
       auto a = random_vec(M * K, rng), b = random_vec(K * N, rng), c0 = random_vec(M * N, rng);
