@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "exit_codes.h"
+#include "memory_size.h"
 #include "trainstep/error.h"
 #include "trainstep/dataset.h"
 #include "io/checksum.h"
@@ -34,7 +35,7 @@ void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
          "--max-memory",
          [&o](const std::string& v) {
            try {
-             o.max_memory = ts::parse_memory_size(v);
+             o.max_memory = parse_memory_size(v);
            } catch (const ts::Error& e) {
              throw CLI::ValidationError("--max-memory", e.what());
            }

@@ -85,9 +85,6 @@ struct SessionOptions {
   BucketOptions buckets;  // how train_step groups the gradients it reduces
 };
 
-// "512M", "2G", "1.5GiB", "1073741824" -> bytes (K/M/G/T are powers of 1024).
-size_t parse_memory_size(const std::string& text);
-
 class Session {
  public:
   // load → verify → compile → bind. Throws ts::Error naming the file.

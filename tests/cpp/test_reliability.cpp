@@ -175,17 +175,6 @@ TEST(ProgramRoles, UnknownRoleNamesThePort) {
   }
 }
 
-TEST(MemorySize, Parses) {
-  EXPECT_EQ(ts::parse_memory_size("1024"), 1024u);
-  EXPECT_EQ(ts::parse_memory_size("512M"), 512u << 20);
-  EXPECT_EQ(ts::parse_memory_size("1.5GiB"), 3u << 29);
-  EXPECT_EQ(ts::parse_memory_size("2GB"), 2u << 30);
-  for (const char* bad : {"", "0", "-1G", "1X", "G", "1e300", "nan"})
-    EXPECT_EQ(error_of([&] { ts::parse_memory_size(bad); }),
-              std::string("bad memory size '") + bad +
-                  "' (expected e.g. 512M, 2G, 1.5GiB or a byte count)");
-}
-
 TEST(CheckpointFolder, NamesListsAndPrunes) {
   EXPECT_EQ(ts::default_checkpoint_dir("out/mnist.ckpt"), "out/mnist.checkpoints");
   EXPECT_EQ(ts::default_checkpoint_dir("out/model"), "out/model.checkpoints");
