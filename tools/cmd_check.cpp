@@ -4,32 +4,14 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "io/checksum.h"
-#include "io/safetensors.h"
-#include "runtime/artifact.h"
-#include "runtime/formats.h"
-#include "runtime/memory_plan.h"
-#include "trainstep/train.h"
-#include "trainstep/error.h"
+#include "trainstep/check.h"
 
 namespace tscli {
 
 namespace {
 
-std::string meta_of(const ts::SafeTensors& st, const char* key) {
-  auto it = st.metadata.find(key);
-  return it == st.metadata.end() ? std::string() : it->second;
-}
-
-size_t data_bytes(const ts::SafeTensors& st) {
-  size_t n = 0;
-  for (const auto& [name, t] : st.tensors) n += t.view.nbytes();
-  return n;
-}
-
-std::string integrity(const ts::SafeTensors& st) {
-  return st.checksummed ? std::string("checksums OK (") + ts::kChecksumAlgorithm + ")"
-                        : std::string("no checksums");
+std::string integrity(const ts::CheckReport& r) {
+  return r.checksummed ? "checksums OK (" + r.checksum_algorithm + ")" : std::string("no checksums");
 }
 
 }  // namespace
@@ -50,37 +32,22 @@ void add_check(CLI::App& app, Action& action) {
                     "trainstep check out/mnist.ckpt --artifact mnist.tstep"});
   cmd->callback([=, &action] {
     action = [=] {
-      ts::SafeTensors st = ts::read_safetensors(*path);
-      const std::string format = meta_of(st, "format");
-      const bool checksummed = st.checksummed;
-      const std::string sizes = std::to_string(st.tensors.size()) + " tensors (" +
-                                ts::bytes_str(data_bytes(st)) + ")";
-      if (format == ts::kArtifactFormat) {
-        const std::string what = integrity(st);
-        ts::Artifact a = ts::load_artifact(*path, std::move(st));
+      const ts::CheckReport r = ts::check_file(*path, *art);
+      const std::string sizes = std::to_string(r.tensors) + " tensors (" +
+                                ts::bytes_str(r.tensor_bytes) + ")";
+      if (r.kind == ts::FileKind::Artifact) {
         std::printf("%s: artifact of model '%s', %zu functions, %s: %s, program verified\n",
-                    path->c_str(), a.program.name.c_str(), a.program.functions.size(),
-                    sizes.c_str(), what.c_str());
-      } else if (format == ts::kCheckpointFormat) {
-        const ts::CheckpointMeta m = ts::parse_checkpoint_metadata(st.metadata, *path);
-        const std::string where =
-            m.run ? " (epoch " + std::to_string(ts::resume_position(m, *path).epoch) + ")"
-                  : " (saved outside train)";
-        const std::string head = *path + ": checkpoint of model '" + m.model + "' at step " +
-                                 std::to_string(m.step) + where + ", " + sizes + ": " +
-                                 integrity(st);
-        std::string fits;
-        if (!art->empty()) {
-          auto s = ts::Session::open(*art);
-          s->load_checkpoint(*path, std::move(st));  // the file is read once
-          fits = ", fits " + *art;
-        }
-        std::printf("%s%s\n", head.c_str(), fits.c_str());
+                    path->c_str(), r.model.c_str(), r.functions, sizes.c_str(),
+                    integrity(r).c_str());
       } else {
-        ts::fail(*path + ": not a trainstep artifact or checkpoint (its format is '" + format +
-                 "'; " + integrity(st) + ")");
+        const std::string where =
+            r.epoch ? " (epoch " + std::to_string(*r.epoch) + ")" : " (saved outside train)";
+        const std::string fits = art->empty() ? "" : ", fits " + *art;
+        std::printf("%s: checkpoint of model '%s' at step %s%s, %s: %s%s\n", path->c_str(),
+                    r.model.c_str(), std::to_string(r.step).c_str(), where.c_str(),
+                    sizes.c_str(), integrity(r).c_str(), fits.c_str());
       }
-      note_if_unchecked(*path, checksummed);
+      note_if_unchecked(*path, r.checksummed);
       return 0;
     };
   });

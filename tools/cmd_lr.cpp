@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "train/lr_schedule.h"
+#include "trainstep/lr_schedule.h"
 
 namespace tscli {
 
@@ -19,7 +19,7 @@ void add_lr_schedule(CLI::App& app, Action& action) {
   add_example(cmd, "trainstep lr-schedule cosine:10 --base-lr 0.1 --steps 10");
   cmd->callback([=, &action] {
     action = [=] {
-      auto seq = ts::LrSchedule::parse(*spec).sequence(*base, *steps);
+      const std::vector<double> seq = ts::lr_sequence(*spec, *base, *steps);
       std::string out = "[";
       char buf[40];
       for (size_t i = 0; i < seq.size(); ++i) {

@@ -7,7 +7,7 @@
 
 #include "commands.h"
 #include "svg.h"
-#include "train/metrics_read.h"
+#include "trainstep/metrics.h"
 
 namespace tscli {
 

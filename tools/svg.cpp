@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "io/atomic_file.h"
+#include "trainstep/file.h"
 
 namespace tscli {
 

@@ -6,14 +6,16 @@
 #include <utility>
 #include <vector>
 
+#include "trainstep/file.h"
+
 namespace ts {
 
 // A piece of the file's contents; chunks are written back to back.
 using Chunk = std::pair<const void*, size_t>;
 
-// Writes `data` to `path` atomically: readers see the old file or the new
-// one, never a partial write. Throws ts::Error naming path and errno text.
-void write_file_atomic(const std::string& path, const void* data, size_t n);
+// write_file_atomic(path, data, n), of one piece, is public
+// (trainstep/file.h); this one writes chunks back to back, with the same
+// guarantee and errors.
 void write_file_atomic(const std::string& path, const std::vector<Chunk>& chunks);
 
 // Reads the whole file. Throws "PATH: no such file" / "PATH: cannot read: ...".

@@ -1,32 +1,6 @@
 // Reads back DIR/metrics.jsonl (train/metrics_log.h) for `trainstep plot`.
-// Only what the curves need is kept; a null value (non-finite when written)
-// is NaN here. Every line must be a JSON object with a known "event"; a
-// missing, unreadable, empty or malformed file is a ts::Error naming the file
-// and, for a bad line, its number ("runs/m/metrics.jsonl:3: ...").
+// The reader is public (trainstep/metrics.h, where its types and errors are
+// described); this header stays so the library's own code keeps one name
+// for it beside metrics_log.h.
 #pragma once
-#include <cstdint>
-#include <string>
-#include <vector>
-
-namespace ts {
-
-struct MetricsBatch {
-  int64_t epoch = 0, step = 0;
-  double loss = 0;  // the epoch's mean so far
-};
-
-struct MetricsEpoch {
-  int64_t epoch = 0, step = 0;
-  double train_loss = 0, test_loss = 0;
-  bool has_accuracy = false;
-  double test_accuracy = 0;  // a fraction
-};
-
-struct Metrics {
-  std::vector<MetricsBatch> batches;
-  std::vector<MetricsEpoch> epochs;
-};
-
-Metrics read_metrics(const std::string& path);
-
-}  // namespace ts
+#include "trainstep/metrics.h"
