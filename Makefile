@@ -1,6 +1,7 @@
 # The two quick-start commands are `make demo` and `make test`; both install
 # what they need (apt) and build first. Plain `make` builds build/trainstep.
-# `make test-asan` runs the whole suite under ASan + UBSan (build-asan/);
+# `make test-asan` runs the C++ suite and the pytest files marked `asan` under
+# ASan + UBSan (build-asan/);
 # `make fuzz` runs each libFuzzer target for FUZZ_SECONDS (build-fuzz/).
 # `make peers` times trainstep against torch eager, torch.compile and JAX
 # (bench/peers/run.sh; PEERS_ARGS passes options, e.g. PEERS_ARGS="--models mnist").
@@ -33,7 +34,7 @@ test: build
 test-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@BUILD=$(ASAN_BUILD) TORCH2=0 scripts/run-tests.sh
+	@BUILD=$(ASAN_BUILD) TORCH2=0 MARK=asan scripts/run-tests.sh
 
 fuzz: deps
 	@scripts/install-deps.sh fuzz

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole suite: C++ unit tests (ctest), then the Python tests that drive
 # the exporter and the binary against eager PyTorch (pytest), once per torch:
-# Debian's 1.13 (or $TRAINSTEP_PYTHON) and the pinned 2.x venv that
-# scripts/torch2-env.sh makes (TORCH2=0 skips it: `make test-asan` does).
+# the pinned 2.x venv that scripts/torch2-env.sh makes runs every test;
+# Debian's 1.13 (or $TRAINSTEP_PYTHON) runs those whose result can depend on
+# the torch that exported (not the `runtime` ones: tests/python/conftest.py).
+# TORCH2=0 skips the 2.x run, and 1.13 then runs everything.
 # BUILD=DIR runs it on another build folder (`make test-asan`: build-asan);
 # a sanitizer build runs with its options and suppressions (scripts/*.supp).
+# MARK=EXPR picks the pytest tests by marker instead (`make test-asan`: asan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -18,15 +21,22 @@ if [ "${TORCH2:-1}" = 1 ]; then
   PY2=$(scripts/torch2-env.sh) && PYS+=("$PY2") || { echo "cannot make the torch 2.x environment"; exit 1; }
 fi
 rc=0
+start=$SECONDS
 ctest --test-dir "$BUILD" --output-on-failure -j 2 || rc=1
-summary=()
+summary=("ctest: $((SECONDS - start)) s")
 for py in "${PYS[@]}"; do
   v=$("$py" -c "import torch; print(torch.__version__)")
   echo "== pytest with torch $v ($py)"
   log=$(mktemp)
-  TRAINSTEP_BIN="$PWD/$BUILD/trainstep" "$py" -m pytest -q tests/python 2>&1 | tee "$log"
+  start=$SECONDS
+  mark=${MARK:-}
+  [ -z "$mark" ] && [ ${#PYS[@]} -gt 1 ] && [ "$py" != "${PYS[-1]}" ] && mark="not runtime"
+  [ -n "$mark" ] && echo "   tests marked: $mark"
+  TRAINSTEP_BIN="$PWD/$BUILD/trainstep" "$py" -m pytest -q ${mark:+-m "$mark"} tests/python 2>&1 |
+    tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-  summary+=("torch $v: $(grep -E '^=*.*(passed|failed|error)' "$log" | tail -1 | tr -d '=' | sed 's/^ *//')")
+  summary+=("torch $v: $(grep -E '^=*.*(passed|failed|error)' "$log" | tail -1 | tr -d '=' |
+              sed 's/^ *//') (${mark:-all}; $((SECONDS - start)) s)")
   rm -f "$log"
 done
 printf '%s\n' "${summary[@]}"

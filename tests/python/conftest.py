@@ -14,6 +14,17 @@ BIN = os.environ.get("TRAINSTEP_BIN", os.path.join(ROOT, "build", "trainstep"))
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
+def pytest_configure(config):
+    # Which run takes which tests (scripts/run-tests.sh): the pinned torch 2.x
+    # runs them all; Debian's 1.13 skips `runtime` ones; the ASan build runs
+    # only `asan` ones.
+    config.addinivalue_line(
+        "markers", "runtime: tests the C++ runtime on an artifact; which torch exported it "
+        "changes nothing, so one torch runs it")
+    config.addinivalue_line(
+        "markers", "asan: in the named subset that `make test-asan` runs under ASan + UBSan")
+
+
 def run(*args, check=True, timeout=600, env=None):
     """Runs build/trainstep, with `env` added to the environment; returns the
     CompletedProcess."""

@@ -4,7 +4,11 @@ the profiling path ran in CI only on a slow machine (where it once failed
 under UBSan)."""
 import re
 
+import pytest
+
 from conftest import run
+
+pytestmark = [pytest.mark.runtime, pytest.mark.asan]
 
 
 def _profile_rows(out, head="op "):

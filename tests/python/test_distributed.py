@@ -22,6 +22,7 @@ def _built_without_mpi():
 
 
 pytestmark = [
+    pytest.mark.runtime, pytest.mark.asan,
     pytest.mark.skipif(shutil.which("mpirun") is None,
                        reason="no mpirun (scripts/install-deps.sh installs openmpi-bin)"),
     pytest.mark.skipif(shutil.which("mpirun") is not None and _built_without_mpi(),

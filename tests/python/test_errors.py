@@ -13,6 +13,8 @@ import pytest
 
 from conftest import BIN, ROOT, run
 
+pytestmark = [pytest.mark.asan]
+
 
 def _one_line_error(p, *needles, code=1, prefix="trainstep: "):
     assert p.returncode == code, (p.returncode, p.stdout, p.stderr)

@@ -1,7 +1,11 @@
 """Export: the artifact loads in C++, and unsupported ops fail at export."""
 import os
 
+import pytest
+
 from conftest import ROOT, SPECS, run
+
+pytestmark = [pytest.mark.asan]
 
 
 def test_inspect_shows_the_whole_step(mnist_adadelta):

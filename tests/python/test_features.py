@@ -14,7 +14,11 @@ import re
 
 import torch
 
+import pytest
+
 from conftest import SPECS, run
+
+pytestmark = [pytest.mark.asan]
 
 
 def _verify(path):

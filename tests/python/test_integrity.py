@@ -11,6 +11,8 @@ import pytest
 
 from conftest import run
 
+pytestmark = [pytest.mark.runtime, pytest.mark.asan]
+
 CHECKSUM_KEYS = ("checksum_algorithm", "tensor_checksums", "header_checksum")
 
 

@@ -5,7 +5,11 @@ and compares every loss and state tensor, bit for bit, with sequential runs."""
 import os
 import subprocess
 
+import pytest
+
 from conftest import BIN, ROOT, SPECS
+
+pytestmark = [pytest.mark.runtime]
 
 
 def test_concurrent_sessions_match_sequential_runs(mnist_adadelta, artifacts):

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import BIN, run
 
+pytestmark = [pytest.mark.runtime, pytest.mark.asan]
+
 EPOCHS, BATCHES = 2, 6
 
 

@@ -85,6 +85,7 @@ def test_verify_5_steps(model, name):
         assert max(losses.values()) <= 1e-5, losses
 
 
+@pytest.mark.runtime  # the kernels, not the export, vary
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_verify_at_every_isa_level(model, name, isa):
@@ -98,6 +99,7 @@ def test_verify_at_every_isa_level(model, name, isa):
     assert lines and lines[-1] == "verify: ok", p.stdout + p.stderr
 
 
+@pytest.mark.runtime  # the kernels, not the export, vary
 @pytest.mark.parametrize("name,isa,kernel", [("lstm", "avx2", "small_k"),
                                              ("mnist", "avx512", "small_k"),
                                              ("transformer", "avx2", "openblas"),

@@ -27,8 +27,9 @@ from conftest import BIN
 COUNTER = os.path.join(os.path.dirname(BIN), "liballoc_counter.so")
 LIBS = ("libdnnl", "libgomp")
 
-pytestmark = pytest.mark.skipif(not os.path.exists(COUNTER),
-                                reason="build/liballoc_counter.so not built")
+pytestmark = [pytest.mark.runtime,
+              pytest.mark.skipif(not os.path.exists(COUNTER),
+                                 reason="build/liballoc_counter.so not built")]
 
 
 def _count(art, steps, flags, tmp_path, warmup=3, env=None):

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import BIN, run
+
+pytestmark = [pytest.mark.asan]
 from oracle import harness
 
 CASES, NEGS = harness.collect()

@@ -22,6 +22,8 @@ import pytest
 
 from conftest import ROOT, SPECS, run
 
+pytestmark = [pytest.mark.asan]
+
 
 def _verify(path):
     p = run("verify", path, "--threads", "1", check=False)

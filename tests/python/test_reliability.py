@@ -17,6 +17,8 @@ import torch
 
 from conftest import BIN, run
 
+pytestmark = [pytest.mark.runtime, pytest.mark.asan]
+
 EPOCHS, BATCHES = 2, 6  # 12 steps over the small_data subset
 STEPS = EPOCHS * BATCHES
 

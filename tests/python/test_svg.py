@@ -18,6 +18,8 @@ import pytest
 
 from conftest import run
 
+pytestmark = [pytest.mark.runtime]
+
 NS = "{http://www.w3.org/2000/svg}"
 EPOCHS, BATCHES = 2, 5
 SERIES = ["train loss (epoch mean so far)", "train loss (epoch)", "test loss (epoch)",

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import SPECS, run
 
+pytestmark = [pytest.mark.asan]
+
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):

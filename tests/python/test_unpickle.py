@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from conftest import SPECS, run
+
+pytestmark = [pytest.mark.asan]
 from trainstep import safe_pickle, safetensors_io
 
 ART_SPEC = os.path.join(SPECS, "interop_adamw.py")
