@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "trainstep/check.h"  // unchecked_notice, declared once for the library and its users
+
 namespace ts {
 
 constexpr const char* kChecksumAlgorithmKey = "checksum_algorithm";
@@ -55,8 +57,5 @@ std::string header_checksum(const std::map<std::string, std::string>& metadata,
 bool has_checksums(const std::map<std::string, std::string>& metadata);
 // Removes the three checksum keys (a writer recomputes them).
 void strip_checksums(std::map<std::string, std::string>& metadata);
-
-// The one-line notice a command prints for a file without checksums.
-std::string unchecked_notice(const std::string& path);
 
 }  // namespace ts

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "trainstep/check.h"  // bytes_str, declared once for the library and its users
 
 namespace ts {
 
@@ -60,9 +61,6 @@ struct MemoryPlan {
 // donate: with inplace, whether new-state outputs may take their state
 // input's buffer (off: the caller's state survives run(), e.g. to drop a step).
 MemoryPlan plan_memory(const Function& f, bool inplace, bool donate = true);
-
-// "1.50 GiB", "100 bytes", for messages about sizes.
-std::string bytes_str(size_t n);
 
 // "arena X MiB (naive Y MiB), state Z MiB, donated N state outputs"
 std::string memory_summary(const MemoryPlan& p, size_t state_bytes);

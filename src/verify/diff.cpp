@@ -8,9 +8,7 @@
 
 namespace ts {
 
-namespace {
-
-double at(const Tensor& t, int64_t i) {
+double element(const Tensor& t, int64_t i) {
   switch (t.dtype) {
     case DType::F32: return t.as<float>()[i];
     case DType::F64: return t.as<double>()[i];
@@ -21,8 +19,6 @@ double at(const Tensor& t, int64_t i) {
   }
   return 0;
 }
-
-}  // namespace
 
 // An update is only resolved to the rounding of the state it was added to
 // (a running_var near 1 moved by momentum 3e-4 is stored to 6e-8), so with
@@ -35,7 +31,7 @@ Diff compare(const Tensor& got, const Tensor& want, const std::string& what, con
   if (base && base->type() != want.type())
     fail(what + ": the initial state is " + base->type().str() + ", golden is " +
          want.type().str());
-  auto b = [&](int64_t i) { return base ? at(*base, i) : 0.0; };
+  auto b = [&](int64_t i) { return base ? element(*base, i) : 0.0; };
   const double eps = !base ? 0.0
                      : want.dtype == DType::F32 ? std::numeric_limits<float>::epsilon()
                      : want.dtype == DType::F64 ? std::numeric_limits<double>::epsilon()
@@ -43,11 +39,11 @@ Diff compare(const Tensor& got, const Tensor& want, const std::string& what, con
   Diff d;
   d.scale = min_scale;
   for (int64_t i = 0; i < want.numel(); ++i)
-    d.scale = std::max(d.scale, std::fabs(at(want, i) - b(i)));
+    d.scale = std::max(d.scale, std::fabs(element(want, i) - b(i)));
   for (int64_t i = 0; i < want.numel(); ++i) {
-    double g = at(got, i) - b(i), w = at(want, i) - b(i);
+    double g = element(got, i) - b(i), w = element(want, i) - b(i);
     if (!std::isfinite(g) && std::isfinite(w)) d.nonfinite = true;
-    const double rounding = eps * std::max(std::fabs(at(want, i)), std::fabs(b(i)));
+    const double rounding = eps * std::max(std::fabs(element(want, i)), std::fabs(b(i)));
     double a = std::max(0.0, std::fabs(g - w) - rounding);
     d.max_abs = std::max(d.max_abs, a);
     d.max_rel = std::max(d.max_rel, a / std::max(std::fabs(w), 1e-30));

@@ -7,6 +7,9 @@
 
 namespace ts {
 
+// Element i of any dtype, as a double.
+double element(const Tensor& t, int64_t i);
+
 struct Diff {
   double max_abs = 0, max_rel = 0, scale = 0;
   bool nonfinite = false;  // got is NaN or inf where want is finite

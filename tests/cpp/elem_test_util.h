@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "verify/diff.h"
 
 namespace elemtest {
 
@@ -34,17 +35,7 @@ struct Arg {
 };
 
 // Element access as double for any dtype.
-inline double get(const ts::Tensor& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::F32: return t.as<float>()[i];
-    case DType::F64: return t.as<double>()[i];
-    case DType::I64: return static_cast<double>(t.as<int64_t>()[i]);
-    case DType::I32: return t.as<int32_t>()[i];
-    case DType::U8: return t.as<uint8_t>()[i];
-    case DType::Bool: return t.as<bool>()[i];
-  }
-  return 0;
-}
+inline double get(const ts::Tensor& t, int64_t i) { return ts::element(t, i); }
 inline void set(const ts::Tensor& t, int64_t i, double v) {
   switch (t.dtype) {
     case DType::F32: t.as<float>()[i] = static_cast<float>(v); break;
