@@ -13,6 +13,7 @@
 
 #include "../cpp/tiny_artifact.h"
 #include "data/idx.h"
+#include "data/npy.h"
 #include "io/checksum.h"
 #include "io/safetensors.h"
 #include "ir/program.h"
@@ -255,12 +256,26 @@ void idx(const uint8_t* data, size_t size) {
   }
 }
 
+void npz(const uint8_t* data, size_t size) {
+  try {
+    ts::read_npz_bytes(data, size, "fuzz.npz");
+  } catch (const ts::Error&) {
+  }
+  if (size >= 6 && std::memcmp(data, "\x93NUMPY", 6) == 0) {
+    try {
+      ts::parse_npy(data, size, "fuzz.npy");
+    } catch (const ts::Error&) {
+    }
+  }
+}
+
 const std::vector<NamedTarget>& all_targets() {
   static const std::vector<NamedTarget> t = {{"program", program},
                                              {"ir_text", ir_text},
                                              {"safetensors", safetensors},
                                              {"checkpoint", checkpoint},
-                                             {"idx", idx}};
+                                             {"idx", idx},
+                                             {"npz", npz}};
   return t;
 }
 

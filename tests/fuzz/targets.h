@@ -36,6 +36,9 @@ void safetensors(const uint8_t* data, size_t size);
 void checkpoint(const uint8_t* data, size_t size);
 // An IDX file (plain or gzip) -> read_idx.
 void idx(const uint8_t* data, size_t size);
+// A .npz archive -> read_npz_bytes (libzip, then each member's .npy
+// header and data); an input that starts with .npy's magic -> parse_npy.
+void npz(const uint8_t* data, size_t size);
 
 struct NamedTarget {
   const char* name;
