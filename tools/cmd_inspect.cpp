@@ -133,6 +133,17 @@ void add_inspect(CLI::App& app, Action& action) {
         for (auto& [r, n] : roles_in) std::printf(" %s×%d", r.c_str(), n);
         std::printf("\n  outputs:");
         for (auto& [r, n] : roles_out) std::printf(" %s×%d", r.c_str(), n);
+        // The ports `train --data` feeds from fields of these names (docs/data.md).
+        for (ts::Role role : {ts::Role::Input, ts::Role::Target}) {
+          bool any = false;
+          for (const auto& in : f.inputs) {
+            if (in.role != role) continue;
+            std::printf("%s %s %s%s", any ? "," : (role == ts::Role::Input ? "\n  data inputs:" : "\n  data targets:"),
+                        in.name.c_str(), in.type.str().c_str(),
+                        in.batch_dim ? (" (batch dim " + std::to_string(in.batch_dim) + ")").c_str() : "");
+            any = true;
+          }
+        }
         std::printf("\n  ops:\n");
         std::map<std::string, int> hist;
         for (const auto& n : f.nodes) hist[n.op]++;

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <utility>
 
 #include "commands.h"
 #include "progress.h"
@@ -58,18 +60,45 @@ void add_session_flags(CLI::App* cmd, ts::SessionOptions& o) {
 namespace {
 
 struct Common {
-  std::string artifact, data = "fashion-mnist";
+  std::string artifact, data = "fashion-mnist", test_data;
+  std::map<std::string, std::string> map;  // port -> field
   ts::SessionOptions session;
 };
 
 void add_common(CLI::App* cmd, Common& c) {
   cmd->add_option("artifact", c.artifact, "NAME.tstep")->required();
   cmd->add_option("--data", c.data, std::string("dataset: ") + ts::dataset_specs());
+  cmd->add_option("--test-data", c.test_data,
+                  "a separate test set, any --data spec, read whole (then --data is read whole "
+                  "for training; default: --data's own test split)");
+  cmd->add_option_function<std::vector<std::string>>(
+         "--map",
+         [&c](const std::vector<std::string>& pairs) {
+           for (const std::string& p : pairs) {
+             const size_t eq = p.find('=');
+             if (eq == 0 || eq == std::string::npos || eq + 1 == p.size())
+               throw CLI::ValidationError("--map", "'" + p + "' is not PORT=FIELD");
+             c.map[p.substr(0, eq)] = p.substr(eq + 1);
+           }
+         },
+         "feed port PORT from the data's field FIELD (repeatable; by default each port takes "
+         "the field of its name: docs/data.md)")
+      ->type_name("PORT=FIELD");
   add_session_flags(cmd, c.session);
 }
 
+// The train and test sets: --data split in two, or --data and --test-data whole.
+std::pair<std::unique_ptr<ts::Dataset>, std::unique_ptr<ts::Dataset>> open_data(const Common& c) {
+  if (c.test_data.empty())
+    return {ts::open_dataset(c.data, ts::Split::Train), ts::open_dataset(c.data, ts::Split::Test)};
+  return {ts::open_dataset(c.data, ts::Split::All), ts::open_dataset(c.test_data, ts::Split::All)};
+}
+
 void print_eval(const char* label, const ts::EvalResult& r) {
-  if (r.has_accuracy)
+  if (r.has_perplexity)
+    std::printf("%s: loss %.4f, perplexity %.2f, token accuracy %.2f%% (%lld/%lld)\n", label,
+                r.loss, r.perplexity, 100 * r.accuracy, (long long)r.correct, (long long)r.labels);
+  else if (r.has_accuracy)
     std::printf("%s: loss %.4f, accuracy %.2f%% (%lld/%lld)\n", label, r.loss, 100 * r.accuracy,
                 (long long)r.correct, (long long)r.labels);
   else
@@ -131,8 +160,7 @@ void add_train(CLI::App& app, Action& action) {
       // Data-parallel: rank 0 speaks for the run; errors name their rank.
       const bool lead = s->rank() == 0;
       if (lead) note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
-      auto tr = ts::open_dataset(c->data, ts::Split::Train);
-      auto te = ts::open_dataset(c->data, ts::Split::Test);
+      auto [tr, te] = open_data(*c);
       if (lead && s->world_size() > 1)
         std::printf("data-parallel over %d ranks (MPI): batch %lld per rank, %lld per step\n",
                     s->world_size(), (long long)s->batch_size(),
@@ -142,6 +170,7 @@ void add_train(CLI::App& app, Action& action) {
                     s->program().name.c_str(), (long long)tr->size(), (long long)te->size(),
                     tr->describe().c_str(), (long long)s->batch_size());
       ts::TrainOptions opts = *o;
+      opts.map = c->map;
       opts.stop = &ts::install_stop_signals();
       ts::ObserverList observers;
       TrainOutput out(isatty(fileno(stderr)));
@@ -193,8 +222,9 @@ void add_eval(CLI::App& app, Action& action) {
       auto s = ts::Session::open(c->artifact, c->session);
       note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
       if (!ckpt->empty()) note_if_unchecked(*ckpt, s->load_checkpoint(*ckpt).checksummed);
-      auto te = ts::open_dataset(c->data, ts::Split::Test);
-      print_eval("test", ts::evaluate(*s, *te));
+      auto te = ts::open_dataset(c->test_data.empty() ? c->data : c->test_data,
+                                 c->test_data.empty() ? ts::Split::Test : ts::Split::All);
+      print_eval("test", ts::evaluate(*s, *te, c->map));
       return 0;
     };
   });

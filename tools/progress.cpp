@@ -19,9 +19,21 @@ std::string duration_text(double s) {
 }
 
 std::string accuracy_text(const ts::EvalResult& r) {
-  char b[64];
-  std::snprintf(b, sizeof b, ", test accuracy %.2f%%", 100 * r.accuracy);
+  char b[96];
+  if (r.has_perplexity)
+    std::snprintf(b, sizeof b, ", test perplexity %.2f, token accuracy %.2f%%", r.perplexity,
+                  100 * r.accuracy);
+  else
+    std::snprintf(b, sizeof b, ", test accuracy %.2f%%", 100 * r.accuracy);
   return r.has_accuracy ? b : "";
+}
+
+// ", 12% waiting for data" where the loader held the steps up noticeably.
+std::string wait_text(double wait, double seconds) {
+  if (seconds <= 0 || wait < 0.05 * seconds) return "";
+  char b[64];
+  std::snprintf(b, sizeof b, ", %.0f%% waiting for data", 100 * wait / seconds);
+  return b;
 }
 
 // The bar's text, without \r.
@@ -30,11 +42,12 @@ std::string progress_bar(const ts::BatchProgress& p) {
   const int filled = p.batches ? static_cast<int>(kWidth * p.batch / p.batches) : 0;
   const double per_batch = p.timed_batches ? p.seconds / p.timed_batches : 0;
   const double samples_per_s = per_batch > 0 ? p.batch_size / per_batch : 0;
-  char b[256];
-  std::snprintf(b, sizeof b, "epoch %lld [%s%s] %lld/%lld loss %.4f, %.1f samples/s, ETA %s",
+  char b[320];
+  std::snprintf(b, sizeof b, "epoch %lld [%s%s] %lld/%lld loss %.4f, %.1f samples/s%s, ETA %s",
                 (long long)p.epoch, std::string(filled, '#').c_str(),
                 std::string(kWidth - filled, '.').c_str(), (long long)p.batch,
                 (long long)p.batches, p.loss, samples_per_s,
+                wait_text(p.data_wait, p.seconds).c_str(),
                 duration_text((p.batches - p.batch) * per_batch).c_str());
   return b;
 }
@@ -87,9 +100,10 @@ void TrainOutput::on_epoch(const ts::EpochReport& r) {
   end_line();
   const std::string skipped =
       r.skipped ? ", " + std::to_string(r.skipped) + " non-finite steps skipped so far" : "";
-  std::printf("epoch %lld: lr %.6g, train loss %.4f, test loss %.4f%s, %.1f samples/s, %.1f s%s\n",
+  std::printf("epoch %lld: lr %.6g, train loss %.4f, test loss %.4f%s, %.1f samples/s%s, %.1f s%s\n",
               (long long)r.epoch, r.lr, r.train_loss, r.test.loss, accuracy_text(r.test).c_str(),
-              r.samples_per_s, r.seconds, skipped.c_str());
+              r.samples_per_s, wait_text(r.data_wait, r.seconds).c_str(), r.seconds,
+              skipped.c_str());
   std::fflush(stdout);
 }
 

@@ -29,17 +29,15 @@ class Images : public ts::Dataset {
 
   int64_t size() const override { return int64_t(labels_.size()); }
   std::string describe() const override { return "28x28 images with int64 labels"; }
-  void check(int64_t batch, const ts::TensorType& x, const ts::TensorType& y) const override {
-    if (x.dtype != ts::DType::F32 || x.numel() != batch * kPixels || y.dtype != ts::DType::I64 ||
-        y.numel() != batch)
-      throw ts::Error("the model takes " + x.str() + " and " + y.str() + ", not batches of " +
-                      std::to_string(batch) + " " + describe());
+  // The loop feeds the model input from field "x" and the target from "y"
+  // (a lone input and target take these names; others go by port name).
+  std::vector<ts::Field> fields() const override {
+    return {{"x", ts::DType::F32, {28, 28}}, {"y", ts::DType::I64, {}}};
   }
-  void write(int64_t i, int64_t r, const ts::Tensor& x, const ts::Tensor& y) const override {
-    float* row = x.as<float>() + r * kPixels;
-    for (int64_t k = 0; k < kPixels; ++k)
-      row[k] = (pixels_[i * kPixels + k] / 255.0f - 0.1307f) / 0.3081f;
-    y.as<int64_t>()[r] = labels_[i];
+  void read(int64_t i, const ts::ReadContext&, void* const* out) const override {
+    if (float* x = static_cast<float*>(out[0]))
+      for (int64_t k = 0; k < kPixels; ++k) x[k] = (pixels_[i * kPixels + k] / 255.0f - 0.1307f) / 0.3081f;
+    if (out[1]) *static_cast<int64_t*>(out[1]) = labels_[i];
   }
 
  private:

@@ -58,6 +58,9 @@ struct TrainOptions {
   // if save is set.
   std::string checkpoint_dir;
   int keep = 3;                   // periodic checkpoints kept
+  // Port name -> dataset field, where the names differ (`train --map`);
+  // other ports take the field of their own name (data/feed.h, docs/data.md).
+  std::map<std::string, std::string> map;
   // Polled after every step: when non-zero (a signal number), the loop
   // writes a checkpoint and returns with TrainResult::stopped_by set.
   const std::atomic<int>* stop = nullptr;
@@ -84,8 +87,12 @@ struct EvalResult {
   // as padding would enter that loss.
   int64_t left_out = 0;
   bool has_accuracy = false;  // integer (class) targets
-  double accuracy = 0;  // correct / labels
+  double accuracy = 0;  // correct / labels (per token for a sequence target)
   int64_t correct = 0, labels = 0;
+  // A language model's target (int64, several labels a sample): exp(loss),
+  // the loss being the mean per-token cross-entropy.
+  bool has_perplexity = false;
+  double perplexity = 0;
 };
 
 struct EpochReport {
@@ -93,6 +100,7 @@ struct EpochReport {
   int64_t step = 0;   // the session's global step at the epoch's end
   double lr = 0, train_loss = 0, samples_per_s = 0, seconds = 0;
   int64_t skipped = 0;  // non-finite steps dropped so far in the run (NonFinite::Skip)
+  double data_wait = 0;  // of `seconds`, the time the steps waited for data
   EvalResult test;
 };
 
@@ -108,6 +116,7 @@ struct BatchProgress {
   // (fewer than `batch` after a mid-epoch resume): for samples/s and an ETA.
   double seconds = 0;
   int64_t timed_batches = 0;
+  double data_wait = 0;  // of `seconds`, the time the steps waited for data
 };
 
 // What a run has to say besides progress; `text` is the sentence to show.
@@ -141,8 +150,10 @@ struct ObserverList : TrainObserver {
 // of `batches`: about 10 an epoch, and the last one.
 bool batch_logged(int64_t batch, int64_t batches);
 
-// Every test sample counts: the last batch is padded and masked.
-EvalResult evaluate(Session& s, const Dataset& test);
+// Every test sample counts: the last batch is padded and masked. `map` as
+// TrainOptions::map.
+EvalResult evaluate(Session& s, const Dataset& test,
+                    const std::map<std::string, std::string>& map = {});
 
 // observer may be null: then the run reports nothing.
 TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,

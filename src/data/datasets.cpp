@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "data/idx.h"
+#include "data/npy.h"
 #include "data/synthetic.h"
 #include "data/text.h"
+#include "data/tokens.h"
 #include "trainstep/error.h"
 
 namespace ts {
@@ -76,15 +78,34 @@ int64_t window_of(const std::string& spec, const std::string& num) {
   return t;
 }
 
+// A text's split; All is the whole text.
+TextDataset text_split(std::string name, std::vector<uint8_t> all, int64_t T, Split split) {
+  if (split != Split::All) return make_text_split(std::move(name), all, T, split == Split::Train);
+  TextDataset d;
+  d.name = std::move(name);
+  d.bytes = std::move(all);
+  d.T = T;
+  if (d.size() == 0)
+    fail(d.name + ": " + std::to_string(d.bytes.size()) + " bytes, fewer than one window of " +
+         std::to_string(T + 1));
+  return d;
+}
+
 }  // namespace
 
 const char* dataset_specs() {
   return "fashion-mnist | idx:DIR | autoencode:IMAGES | friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | "
-         "fortunes:T | text:FILE:T";
+         "fortunes:T | text:FILE:T | npz:FILE | tokens:FILE:BLOCK[:DTYPE]";
 }
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
+  // Sources with a fixed test split give it for All (docs/data.md).
   const bool train = split == Split::Train;
+  if (spec.rfind("npz:", 0) == 0) {
+    if (spec.size() == 4) fail("dataset 'npz:' names no file: npz:FILE");
+    return open_npz(spec.substr(4), split);
+  }
+  if (spec.rfind("tokens:", 0) == 0) return open_tokens(spec, split);
   if (auto d = open_images(spec, train)) return std::make_unique<ImageDataset>(std::move(*d));
   if (spec.rfind("autoencode:", 0) == 0) {
     auto d = open_images(spec.substr(11), train);
@@ -96,7 +117,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
   if (spec == "fortunes" || spec.rfind("fortunes:", 0) == 0) {
     if (spec == "fortunes") fail("dataset 'fortunes' needs a window length: fortunes:T");
     const int64_t T = window_of(spec, spec.substr(9));
-    return std::make_unique<TextDataset>(make_text_split("fortunes", read_fortunes(kFortunesDir), T, train));
+    return std::make_unique<TextDataset>(text_split("fortunes", read_fortunes(kFortunesDir), T, split));
   }
   if (spec.rfind("text:", 0) == 0) {
     const size_t colon = spec.rfind(':');
@@ -104,7 +125,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
     const std::string path = spec.substr(5, colon - 5);
     if (path.empty()) fail("dataset '" + spec + "' names no file: text:FILE:T");
     const int64_t T = window_of(spec, spec.substr(colon + 1));
-    return std::make_unique<TextDataset>(make_text_split(path, read_text_file(path), T, train));
+    return std::make_unique<TextDataset>(text_split(path, read_text_file(path), T, split));
   }
   fail("unknown dataset '" + spec + "' (expected " + dataset_specs() + ")");
 }

@@ -17,9 +17,10 @@ struct IdxArray {
 // Only element type 0x08 (unsigned byte) and ranks 1..4 are accepted.
 IdxArray read_idx(const std::string& path);
 
-// Greyscale images with class labels. A sample is one float32 image whose
-// pixels become (x/255 - mean) / std, as torchvision's ToTensor + Normalize
-// (the seed's MNIST values by default), and one int64 label.
+// Greyscale images with class labels. A sample is field "x", one float32
+// image [rows, cols] whose pixels become (x/255 - mean) / std, as
+// torchvision's ToTensor + Normalize (the seed's MNIST values by default),
+// and field "y", one int64 label.
 struct ImageDataset : Dataset {
   int64_t n = 0, rows = 0, cols = 0;
   std::vector<uint8_t> images;  // n * rows * cols
@@ -28,20 +29,21 @@ struct ImageDataset : Dataset {
 
   int64_t size() const override { return n; }
   std::string describe() const override;
-  void check(int64_t batch, const TensorType& x, const TensorType& y) const override;
-  void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const override;
+  std::vector<Field> fields() const override;
+  void read(int64_t i, const ReadContext& c, void* const* out) const override;
 };
 
-// The same images as their own targets (autoencoders): input and target are
-// float32 pixels x / 255 in [0, 1], as torchvision's ToTensor gives them.
+// The same images as their own targets (autoencoders): fields "x" and "y"
+// are both float32 pixels x / 255 in [0, 1], as torchvision's ToTensor
+// gives them.
 struct ImageReconstructionDataset : Dataset {
   ImageDataset images;
 
   explicit ImageReconstructionDataset(ImageDataset d) : images(std::move(d)) {}
   int64_t size() const override { return images.n; }
   std::string describe() const override;
-  void check(int64_t batch, const TensorType& x, const TensorType& y) const override;
-  void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const override;
+  std::vector<Field> fields() const override;
+  void read(int64_t i, const ReadContext& c, void* const* out) const override;
 };
 
 // `dir` holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each plain or .gz.

@@ -1,20 +1,12 @@
 #include "data/prefetcher.h"
 
+#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "trainstep/error.h"
 
 namespace ts {
-
-TensorType batch_major(const TensorType& t, int bd) {
-  if (bd < 0 || bd >= static_cast<int>(t.shape.size()))
-    fail("batch dim " + std::to_string(bd) + " is not a dim of " + t.str());
-  TensorType r = t;
-  r.shape.erase(r.shape.begin() + bd);
-  r.shape.insert(r.shape.begin(), t.shape[bd]);
-  return r;
-}
 
 namespace {
 
@@ -35,26 +27,34 @@ void move_batch_dim(const Tensor& rows, const Tensor& dst, int bd) {
 
 }  // namespace
 
-Prefetcher::Prefetcher(const Batcher& b, const TensorType& x, const TensorType& y, int x_bd,
-                       int y_bd)
-    : b_(b), x_bd_(x_bd), y_bd_(y_bd) {
-  for (int i = 0; i < 2; ++i) {
-    x_[i] = HostTensor(x.dtype, x.shape);
-    y_[i] = HostTensor(y.dtype, y.shape);
+Prefetcher::Prefetcher(const Batcher& b, const Feed& feed) : b_(b), feed_(feed) {
+  const size_t n = feed.ports.size();
+  staging_.resize(n);
+  for (int s = 0; s < 2; ++s) {
+    for (size_t k = 0; k < n; ++k) {
+      const TensorType& t = feed.ports[k].type;
+      slot_[s].emplace_back(t.dtype, t.shape);
+      views_[s].push_back(slot_[s][k].view);
+      (feed.ports[k].target ? targets_[s] : inputs_[s]).push_back(slot_[s][k].view);
+    }
   }
-  if (x_bd_) x_rows_ = HostTensor(x.dtype, batch_major(x, x_bd_).shape);
-  if (y_bd_) y_rows_ = HostTensor(y.dtype, batch_major(y, y_bd_).shape);
+  for (size_t k = 0; k < n; ++k)
+    if (feed.ports[k].batch_dim) staging_[k] = HostTensor(feed.rows[k].dtype, feed.rows[k].shape);
+  rows_.resize(n);
   fill(0, 0);  // type errors surface here, not in the worker
 }
 
 // Batch b into slot `slot`: straight in where the batch is on dim 0, else
 // through the batch-major staging tensor. Returns the real rows.
 int64_t Prefetcher::fill(int64_t b, int slot) {
-  const Tensor& x = x_bd_ ? x_rows_.view : x_[slot].view;
-  const Tensor& y = y_bd_ ? y_rows_.view : y_[slot].view;
-  const int64_t real = b_.fill(b, x, y);
-  if (x_bd_) move_batch_dim(x, x_[slot].view, x_bd_);
-  if (y_bd_) move_batch_dim(y, y_[slot].view, y_bd_);
+  const size_t n = feed_.ports.size();
+  for (size_t k = 0; k < n; ++k) {
+    rows_[k] = feed_.ports[k].batch_dim ? staging_[k].view : slot_[slot][k].view;
+    rows_[k].shape = feed_.rows[k].shape;
+  }
+  const int64_t real = b_.fill(b, feed_, rows_);
+  for (size_t k = 0; k < n; ++k)
+    if (feed_.ports[k].batch_dim) move_batch_dim(rows_[k], slot_[slot][k].view, feed_.ports[k].batch_dim);
   return real;
 }
 
@@ -115,7 +115,11 @@ void Prefetcher::next() {
   holding_ = true;
   cur_ = 1 - cur_;
   cv_.notify_all();
-  cv_.wait(l, [&] { return full_[cur_]; });
+  if (!full_[cur_]) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cv_.wait(l, [&] { return full_[cur_]; });
+    waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   if (error_) std::rethrow_exception(error_);
 }
 

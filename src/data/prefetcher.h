@@ -1,27 +1,22 @@
 // Fills the next batch on a background thread while the current step runs,
 // so input never stalls the step. Two slots, handed out in order; the
-// batches are exactly those Batcher::fill would give, in the same order.
+// batches are exactly those Batcher::fill would give, in the same order,
+// with each port's batch dim moved into place.
 #pragma once
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "data/batcher.h"
 
 namespace ts {
 
-// t with its dim bd moved to the front: the batch-major layout datasets
-// write (fails when bd is not a dim of t).
-TensorType batch_major(const TensorType& t, int bd);
-
 class Prefetcher {
  public:
-  // x and y: the model input and target types of one batch; x_bd, y_bd:
-  // the dim of each that holds the batch (datasets write batch-major rows,
-  // which are then moved there).
-  Prefetcher(const Batcher& b, const TensorType& x, const TensorType& y, int x_bd = 0,
-             int y_bd = 0);
+  // feed: the ports (inputs, then targets) and the fields that fill them.
+  Prefetcher(const Batcher& b, const Feed& feed);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -30,27 +25,34 @@ class Prefetcher {
   // order. Call after Batcher::shuffle; stops any run in progress.
   void start(int64_t first, int64_t count);
   // Waits for the next batch; its tensors stay valid until the next call.
-  const HostTensor& x() const { return x_[cur_]; }
-  const HostTensor& y() const { return y_[cur_]; }
   void next();
+  // The current batch: one tensor per feed port, and the model inputs and
+  // the targets apart (the ports in feed order).
+  const std::vector<Tensor>& ports() const { return views_[cur_]; }
+  const std::vector<Tensor>& inputs() const { return inputs_[cur_]; }
+  const std::vector<Tensor>& targets() const { return targets_[cur_]; }
   // Real (non-padding) rows of the current batch.
   int64_t real() const { return real_[cur_]; }
+  // Seconds the caller has waited in next() for a batch since construction.
+  double waited() const { return waited_; }
 
  private:
   void stop();
   void work(int64_t first, int64_t count);
-
   int64_t fill(int64_t b, int slot);
 
   const Batcher& b_;
-  HostTensor x_[2], y_[2];
-  int x_bd_, y_bd_;
-  HostTensor x_rows_, y_rows_;  // batch-major staging, where a batch dim is not 0
+  const Feed& feed_;
+  std::vector<HostTensor> slot_[2];    // per port
+  std::vector<Tensor> views_[2], inputs_[2], targets_[2];
+  std::vector<HostTensor> staging_;    // batch-major, for ports whose batch dim is not 0
+  std::vector<Tensor> rows_;           // what Batcher::fill writes into (slot or staging)
   int64_t real_[2] = {0, 0};
   bool full_[2] = {false, false};
   int cur_ = 1, next_slot_ = 0;
   bool holding_ = false;  // the caller holds slot cur_
   bool quit_ = false;
+  double waited_ = 0;
   std::exception_ptr error_;  // from the worker, rethrown by next()
   std::mutex m_;
   std::condition_variable cv_;

@@ -39,20 +39,14 @@ std::string Friedman1Dataset::describe() const {
          std::to_string(sigma) + ")";
 }
 
-void Friedman1Dataset::check(int64_t batch, const TensorType& xt, const TensorType& yt) const {
-  if (xt.dtype != DType::F32 || xt.numel() != batch * kFeatures)
-    fail("the model input is " + xt.str() + ", but the data gives batches of " +
-         std::to_string(batch) + " x float32[10]");
-  if (yt.dtype != DType::F32 || yt.numel() != batch)
-    fail("the target is " + yt.str() + ", but the data gives float32[" + std::to_string(batch) +
-         "] targets (one per sample)");
+std::vector<Field> Friedman1Dataset::fields() const {
+  return {{"x", DType::F32, {kFeatures}}, {"y", DType::F32, {}}};
 }
 
-void Friedman1Dataset::write(int64_t i, int64_t r, const Tensor& xt, const Tensor& yt) const {
-  const float* src = x.data() + i * kFeatures;
-  float* dst = xt.as<float>() + r * kFeatures;
-  for (int64_t k = 0; k < kFeatures; ++k) dst[k] = src[k];
-  yt.as<float>()[r] = y[i];
+void Friedman1Dataset::read(int64_t i, const ReadContext&, void* const* out) const {
+  if (float* dst = static_cast<float*>(out[0]))
+    for (int64_t k = 0; k < kFeatures; ++k) dst[k] = x[i * kFeatures + k];
+  if (out[1]) *static_cast<float*>(out[1]) = y[i];
 }
 
 }  // namespace ts

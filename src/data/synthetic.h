@@ -22,8 +22,8 @@ struct Friedman1Dataset : Dataset {
 
   int64_t size() const override { return n; }
   std::string describe() const override;
-  void check(int64_t batch, const TensorType& xt, const TensorType& yt) const override;
-  void write(int64_t i, int64_t r, const Tensor& xt, const Tensor& yt) const override;
+  std::vector<Field> fields() const override;  // x float32[10], y float32[]
+  void read(int64_t i, const ReadContext& c, void* const* out) const override;
 };
 
 // The noise-free function.

@@ -32,25 +32,15 @@ std::string TextDataset::describe() const {
   return "windows of " + std::to_string(T) + " bytes of " + name + " with int64 next-byte targets";
 }
 
-void TextDataset::check(int64_t batch, const TensorType& x, const TensorType& y) const {
-  const int64_t want = batch * T;
-  if (x.dtype != DType::I64 || x.numel() != want)
-    fail("the model input is " + x.str() + ", but the data gives batches of " +
-         std::to_string(batch) + " " + describe() + " (int64[" + std::to_string(batch) + ", " +
-         std::to_string(T) + "]); the window length is the number after the last ':' of --data");
-  if (y.dtype != DType::I64 || y.numel() != want)
-    fail("the target is " + y.str() + ", but the data gives int64[" + std::to_string(batch) + ", " +
-         std::to_string(T) + "] next-byte targets");
+std::vector<Field> TextDataset::fields() const {
+  return {{"x", DType::I64, {T}}, {"y", DType::I64, {T}}};
 }
 
-void TextDataset::write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const {
+void TextDataset::read(int64_t i, const ReadContext&, void* const* out) const {
   const uint8_t* w = bytes.data() + i * T;
-  int64_t* xo = x.as<int64_t>() + r * T;
-  int64_t* yo = y.as<int64_t>() + r * T;
-  for (int64_t t = 0; t < T; ++t) {
-    xo[t] = w[t];
-    yo[t] = w[t + 1];
-  }
+  for (int f = 0; f < 2; ++f)
+    if (int64_t* o = static_cast<int64_t*>(out[f]))
+      for (int64_t t = 0; t < T; ++t) o[t] = w[t + f];
 }
 
 TextDataset make_text_split(std::string name, const std::vector<uint8_t>& all, int64_t T, bool train) {

@@ -1,8 +1,8 @@
 // Character-level language modelling on a text file. Tokens are bytes (a
 // fixed vocabulary of 256, so no vocabulary travels with the artifact and
 // any file works, UTF-8 or not). A sample is a window of T+1 bytes: the
-// model input is its first T bytes, the target the last T (each byte's
-// successor), both int64. Windows start every T bytes, so each byte is
+// model input (field "x") is its first T bytes, the target ("y") the last
+// T (each byte's successor), both int64. Windows start every T bytes, so each byte is
 // predicted once per epoch.
 //
 // Split: the last 10 % of the bytes (len / 10, rounded down) are the test
@@ -23,8 +23,8 @@ struct TextDataset : Dataset {
 
   int64_t size() const override;
   std::string describe() const override;
-  void check(int64_t batch, const TensorType& x, const TensorType& y) const override;
-  void write(int64_t i, int64_t r, const Tensor& x, const Tensor& y) const override;
+  std::vector<Field> fields() const override;  // x and y int64[T]
+  void read(int64_t i, const ReadContext& c, void* const* out) const override;
 };
 
 // Bytes [0, cut) for train, [cut, len) for test, cut = len - len / 10.

@@ -63,7 +63,8 @@ void MetricsLog::on_batch(const BatchProgress& p) {
                  {{"train/loss", static_cast<float>(p.loss)},
                   {"train/lr", static_cast<float>(p.lr)},
                   {"train/samples_per_s", static_cast<float>(samples_per_s)},
-                  {"train/step_time_s", static_cast<float>(step_time)}},
+                  {"train/step_time_s", static_cast<float>(step_time)},
+                  {"train/data_wait_s", static_cast<float>(p.data_wait)}},
                  now);
   events_->flush();
   write_line(nlohmann::ordered_json{{"event", "batch"},
@@ -75,7 +76,8 @@ void MetricsLog::on_batch(const BatchProgress& p) {
                             {"loss", number(p.loss)},
                             {"lr", number(p.lr)},
                             {"samples_per_s", number(samples_per_s)},
-                            {"step_time_s", number(step_time)}}
+                            {"step_time_s", number(step_time)},
+                            {"data_wait_s", number(p.data_wait)}}
                  .dump());
 }
 
@@ -95,10 +97,15 @@ void MetricsLog::on_epoch(const EpochReport& r) {
                    {"test_loss", number(r.test.loss)},
                    {"samples_per_s", number(r.samples_per_s)},
                    {"seconds", number(r.seconds)},
+                   {"data_wait_s", number(r.data_wait)},
                    {"skipped", r.skipped}};
   if (r.test.has_accuracy) {
     values.push_back({"epoch/test_accuracy", static_cast<float>(r.test.accuracy)});
     j["test_accuracy"] = number(r.test.accuracy);
+  }
+  if (r.test.has_perplexity) {
+    values.push_back({"epoch/test_perplexity", static_cast<float>(r.test.perplexity)});
+    j["test_perplexity"] = number(r.test.perplexity);
   }
   events_->write(r.step, values, now);
   events_->flush();

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "data/batcher.h"
+#include "data/feed.h"
 #include "data/prefetcher.h"
 #include "io/checksum.h"
 #include "io/safetensors.h"
@@ -20,35 +21,23 @@ namespace ts {
 
 namespace {
 
-// A prefetcher shaped like `fn`'s model input and target.
-std::unique_ptr<Prefetcher> prefetcher(const Session& s, const char* fn, const Batcher& data) {
-  const Function& f = s.program().function(fn);
-  // The datasets hand over one image or token tensor and one label per
-  // sample; a step taking several (a dict batch) is fed through the API.
-  for (Role role : {Role::Input, Role::Target}) {
-    std::string names;
-    int n = 0;
-    for (const Port& p : f.inputs)
-      if (p.role == role) names += (n++ ? ", " : "") + p.name;
-    if (n != 1)
-      fail(std::string(fn) + " takes " + std::to_string(n) + " " +
-           (role == Role::Input ? "model input" : "target") + " tensors (" + names +
-           "), and the datasets feed one; feed such a step through the C++ API "
-           "(Session::train_step with one tensor per input and target port)");
-  }
-  const Port& x = f.inputs[f.find_input(Role::Input)];  // one of each, checked above
-  const Port& y = f.inputs[f.find_input(Role::Target)];
-  data.check(batch_major(x.type, x.batch_dim), batch_major(y.type, y.batch_dim));
-  return std::make_unique<Prefetcher>(data, x.type, y.type, x.batch_dim, y.batch_dim);
+// The step's input and target ports, in order, as the data path sees them.
+std::vector<PortSpec> data_ports(const Session& s, const char* fn) {
+  std::vector<PortSpec> ports;
+  for (Role role : {Role::Input, Role::Target})
+    for (const Port& p : s.program().function(fn).inputs)
+      if (p.role == role) ports.push_back({p.name, role == Role::Target, p.type, p.batch_dim});
+  return ports;
 }
 
 }  // namespace
 
-EvalResult evaluate(Session& s, const Dataset& test) {
+EvalResult evaluate(Session& s, const Dataset& test, const std::map<std::string, std::string>& map) {
   Batcher data(test, s.batch_size());
   // Data-parallel: each rank evaluates its shard; the sums are reduced.
   if (s.world_size() > 1) data.shard(s.rank(), s.world_size(), false);
-  auto pf = prefetcher(s, "eval_step", data);
+  const Feed feed = make_feed(test, data_ports(s, "eval_step"), s.batch_size(), map);
+  auto pf = std::make_unique<Prefetcher>(data, feed);
   pf->start(0, data.padded_batches());
   EvalResult r;
   // Integer targets are class labels (one per target element, e.g. one per
@@ -60,7 +49,7 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   // A batch loss (a loss the model returns) has no per-sample split: whole
   // batches only, and no accuracy (the outputs need not be per sample).
   const bool sample_losses = s.eval_loss_per_sample();
-  r.has_accuracy = sample_losses && yt.dtype == DType::I64;
+  r.has_accuracy = sample_losses && yt.dtype == DType::I64 && pf->targets().size() == 1;
   // Label k belongs to sample (k / per_sample) % batch: the target's dims
   // after its batch dim are one sample's.
   int64_t per_sample = 1;
@@ -75,7 +64,7 @@ EvalResult evaluate(Session& s, const Dataset& test) {
       r.left_out += real;
       continue;
     }
-    s.eval_step({pf->x().view}, pf->y().view);
+    s.eval_step(pf->inputs(), pf->targets());
     if (sample_losses) {
       const float* sl = s.eval_sample_loss().as<float>();
       for (int64_t i = 0; i < real; ++i) loss_sum += sl[i];
@@ -86,7 +75,7 @@ EvalResult evaluate(Session& s, const Dataset& test) {
     r.count += real;
     if (!r.has_accuracy) continue;
     const Tensor& out = s.eval_output();
-    const int64_t* labels = pf->y().view.as<int64_t>();
+    const int64_t* labels = pf->targets()[0].as<int64_t>();
     const int64_t classes = out.numel() / yt.numel();
     const float* o = out.as<float>();
     for (int64_t k = 0; k < yt.numel(); ++k) {
@@ -109,6 +98,8 @@ EvalResult evaluate(Session& s, const Dataset& test) {
   }
   r.loss = r.count ? loss_sum / r.count : 0;
   r.accuracy = r.labels ? static_cast<double>(r.correct) / r.labels : 0;
+  r.has_perplexity = r.has_accuracy && per_sample > 1 && r.count > 0;
+  if (r.has_perplexity) r.perplexity = std::exp(r.loss);
   return r;
 }
 
@@ -326,6 +317,7 @@ class Run {
            std::to_string(p_.accum));
     if (first < nb) pf_.start(first, nb - first);
     const auto t0 = std::chrono::steady_clock::now();
+    const double waited0 = pf_.waited();
     for (int64_t b = first; b < nb; ++b) {
       pf_.next();
       if (per_step) {
@@ -336,9 +328,9 @@ class Run {
       const bool step_done = p_.accum == 1 || (b + 1) % p_.accum == 0;
       try {
         if (p_.accum == 1) {
-          loss = s_.train_step({pf_.x().view}, pf_.y().view);
+          loss = s_.train_step(pf_.inputs(), pf_.targets());
         } else {
-          loss = s_.grad_step({pf_.x().view}, pf_.y().view);
+          loss = s_.grad_step(pf_.inputs(), pf_.targets());
           if (step_done) s_.apply_grads();
         }
       } catch (const CollectiveError&) {
@@ -360,12 +352,14 @@ class Run {
       bp.lr = s_.lr();
       bp.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       bp.timed_batches = b + 1 - first;
+      bp.data_wait = pf_.waited() - waited0;
       ob_.on_batch(bp);
       if (!step_done) continue;  // checkpoints and stops fall between optimizer steps
       if (o_.checkpoint_every > 0 && s_.step() % o_.checkpoint_every == 0) checkpoint(e, b + 1);
       if (stop_requested()) return stop(e, b + 1, result);
     }
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rep.data_wait = pf_.waited() - waited0;
     double sums[2] = {loss_sum_, double(loss_count_)};
     if (s_.world_size() > 1)  // the report covers every rank's batches
       s_.collective()->all_reduce_now(sums, 2, DType::F64, ReduceOp::Sum, "the epoch loss");
@@ -374,7 +368,7 @@ class Run {
         (nb - first) * s_.batch_size() * s_.world_size() / std::max(rep.seconds, 1e-9);
     rep.skipped = s_.skipped_steps();
     rep.step = s_.step();
-    rep.test = evaluate(s_, test_);
+    rep.test = evaluate(s_, test_, o_.map);
     s_.check_state_replicated();  // data-parallel: every rank's state is rank 0's
     loss_sum_ = 0;
     loss_count_ = 0;
@@ -462,11 +456,12 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   s.broadcast_state(0);  // replicas start equal, as DDP makes them
   Batcher data(train_set, s.batch_size());
   if (s.world_size() > 1) data.shard(s.rank(), s.world_size(), true);
-  auto pf = prefetcher(s, "train_step", data);
+  const Feed feed = make_feed(train_set, data_ports(s, "train_step"), s.batch_size(), o.map);
+  Prefetcher pf(data, feed);
   const Plan plan = plan_run(s, o, st, data);
   s.set_seed(plan.seed);
   if (plan.accum > 1) s.set_accumulation(plan.accum);
-  return Run(s, test_set, o, ob, dir, st, plan, data, *pf).run();
+  return Run(s, test_set, o, ob, dir, st, plan, data, pf).run();
 }
 
 }  // namespace ts

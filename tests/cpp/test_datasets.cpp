@@ -7,6 +7,7 @@
 #include "data/batcher.h"
 #include "data/idx.h"
 #include "data/synthetic.h"
+#include "feed_test_util.h"
 #include "test_util.h"
 
 using ts::DType;
@@ -17,8 +18,9 @@ TEST(Friedman1, NoiseIsWhatTheSpecSays) {
   auto d = ts::open_dataset("friedman1:0.5:20000:300", ts::Split::Train);
   ASSERT_EQ(d->size(), 20000);
   HostTensor x(DType::F32, {20000, 10}), y(DType::F32, {20000, 1});
-  d->check(20000, x.view.type(), y.view.type());
-  for (int64_t i = 0; i < 20000; ++i) d->write(i, i, x.view, y.view);
+  const ts::Feed f = ts_test::xy_feed(*d, x.view.type(), y.view.type());
+  ts::Batcher b(*d, 20000);
+  ASSERT_EQ(ts_test::fill_xy(b, f, 0, x.view, y.view), 20000);
   // Features uniform on [0, 1); residuals y - f(x) have sd 0.5, mean 0.
   double xs = 0, rs = 0, rq = 0;
   for (int64_t i = 0; i < 20000; ++i) {
@@ -57,10 +59,12 @@ TEST(Friedman1, BadSpecsAndShapesAreNamed) {
   EXPECT_EQ(error_of([] { ts::open_dataset("friedman1:1:2:3:4", ts::Split::Train); }),
             "dataset 'friedman1:1:2:3:4': expected friedman1[:SIGMA[:N_TRAIN[:N_TEST]]]");
   auto d = ts::make_friedman1(8, 1.0, 1);
-  EXPECT_EQ(error_of([&] { d.check(4, {DType::F32, {4, 10}}, {DType::I64, {4}}); }),
-            "the target is int64[4], but the data gives float32[4] targets (one per sample)");
-  EXPECT_EQ(error_of([&] { d.check(4, {DType::F32, {4, 9}}, {DType::F32, {4}}); }),
-            "the model input is float32[4, 9], but the data gives batches of 4 x float32[10]");
+  EXPECT_EQ(error_of([&] { ts_test::xy_feed(d, {DType::F32, {4, 10}}, {DType::I64, {4}}); }),
+            "target port 'target' (int64[4]) takes int64[] a sample, but the data's field y: "
+            "float32[] (" + d.describe() + "): the dtypes differ");
+  EXPECT_EQ(error_of([&] { ts_test::xy_feed(d, {DType::F32, {4, 9}}, {DType::F32, {4}}); }),
+            "input port 'input0' (float32[4, 9]) takes float32[9] a sample, but the data's field x: "
+            "float32[10] (" + d.describe() + "): the sizes differ");
 }
 
 TEST(Autoencode, ImageIsInputAndTarget) {
@@ -73,16 +77,16 @@ TEST(Autoencode, ImageIsInputAndTarget) {
   ts::ImageReconstructionDataset d(img);
   ts::Batcher b(d, 2);
   HostTensor x(DType::F32, {2, 1, 2, 2}), y(DType::F32, {2, 4});
-  b.check(x.view.type(), y.view.type());
+  const ts::Feed f = ts_test::xy_feed(d, x.view.type(), y.view.type());
   b.sequential();
-  EXPECT_EQ(b.fill(0, x.view, y.view), 2);
+  EXPECT_EQ(ts_test::fill_xy(b, f, 0, x.view, y.view), 2);
   for (int k = 0; k < 8; ++k) {
     EXPECT_EQ(x.view.as<float>()[k], static_cast<float>(img.images[k]) / 255.0f);
     EXPECT_EQ(y.view.as<float>()[k], x.view.as<float>()[k]);
   }
-  EXPECT_EQ(error_of([&] { b.check(x.view.type(), {DType::I64, {2}}); }),
-            "the target is int64[2], but the data gives batches of 2 2x2 images as their own "
-            "float32 targets (float32, 4 values per sample)");
+  EXPECT_EQ(error_of([&] { ts_test::xy_feed(d, x.view.type(), {DType::I64, {2}}); }),
+            "target port 'target' (int64[2]) takes int64[] a sample, but the data's field y: "
+            "float32[2, 2] (2x2 images as their own float32 targets): the dtypes differ");
   EXPECT_EQ(error_of([] { ts::open_dataset("autoencode:cifar", ts::Split::Train); }),
             "dataset 'autoencode:cifar': autoencode takes an image dataset (fashion-mnist | idx:DIR)");
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "feed_test_util.h"
 #include "test_util.h"
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -188,7 +189,8 @@ TEST(Idx, FashionMnistIfPresent) {
 TEST(Dataset, UnknownSpecNamesTheChoices) {
   std::string msg = error_of([] { ts::open_dataset("cifar", ts::Split::Train); });
   EXPECT_EQ(msg, "unknown dataset 'cifar' (expected fashion-mnist | idx:DIR | autoencode:IMAGES | "
-                 "friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | fortunes:T | text:FILE:T)");
+                 "friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | fortunes:T | text:FILE:T | npz:FILE | "
+                 "tokens:FILE:BLOCK[:DTYPE])");
 }
 
 TEST(Dataset, BatchThatDoesNotFitTheModelIsNamed) {
@@ -197,8 +199,9 @@ TEST(Dataset, BatchThatDoesNotFitTheModelIsNamed) {
   d.rows = d.cols = 2;
   d.images.assign(16, 0);
   d.labels.assign(4, 0);
-  ts::Batcher b(d, 2);
-  std::string msg = error_of([&] { b.check({ts::DType::F32, {2, 1, 3, 3}}, {ts::DType::I64, {2}}); });
-  EXPECT_EQ(msg, "the model input is float32[2, 1, 3, 3], but the data gives batches of 2 2x2 images "
-                 "with int64 labels");
+  std::string msg = error_of([&] {
+    ts_test::xy_feed(d, {ts::DType::F32, {2, 1, 3, 3}}, {ts::DType::I64, {2}});
+  });
+  EXPECT_EQ(msg, "input port 'input0' (float32[2, 1, 3, 3]) takes float32[1, 3, 3] a sample, but "
+                 "the data's field x: float32[2, 2] (2x2 images with int64 labels): the sizes differ");
 }

@@ -10,6 +10,7 @@
 #include "data/text.h"
 #include "trainstep/error.h"
 #include "data/prefetcher.h"
+#include "feed_test_util.h"
 
 TEST(Prefetcher, SameBatchesInOrderAsDirectFill) {
   ts::ImageDataset d;
@@ -22,7 +23,8 @@ TEST(Prefetcher, SameBatchesInOrderAsDirectFill) {
   d.std = 0.25f;
   ts::Batcher b(d, 16);
   ts::TensorType xt{ts::DType::F32, {16, 1, 3, 3}}, yt{ts::DType::I64, {16}};
-  ts::Prefetcher pf(b, xt, yt);
+  const ts::Feed f = ts_test::xy_feed(d, xt, yt);
+  ts::Prefetcher pf(b, f);
   ts::HostTensor x(xt.dtype, xt.shape), y(yt.dtype, yt.shape);
   for (int epoch = 0; epoch < 3; ++epoch) {
     b.shuffle(7, epoch);
@@ -30,10 +32,10 @@ TEST(Prefetcher, SameBatchesInOrderAsDirectFill) {
     for (int64_t k = 0; k < b.padded_batches(); ++k) {
       if (k % 3 == epoch) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       pf.next();
-      int64_t real = b.fill(k, x.view, y.view);
+      int64_t real = ts_test::fill_xy(b, f, k, x.view, y.view);
       ASSERT_EQ(pf.real(), real) << "epoch " << epoch << " batch " << k;
-      ASSERT_EQ(0, std::memcmp(pf.x().view.data, x.view.data, x.view.nbytes()));
-      ASSERT_EQ(0, std::memcmp(pf.y().view.data, y.view.data, y.view.nbytes()));
+      ASSERT_EQ(0, std::memcmp(pf.inputs()[0].data, x.view.data, x.view.nbytes()));
+      ASSERT_EQ(0, std::memcmp(pf.targets()[0].data, y.view.data, y.view.nbytes()));
     }
   }
 }
@@ -50,19 +52,20 @@ TEST(Prefetcher, MovesTheBatchDimIntoPlace) {
   ts::Batcher b(d, B);
   ts::TensorType rows{ts::DType::I64, {B, T}}, seq_first{ts::DType::I64, {T, B}};
   EXPECT_EQ(ts::batch_major(seq_first, 1).shape, rows.shape);
-  ts::Prefetcher pf(b, seq_first, rows, 1, 0);
+  const ts::Feed f = ts::make_feed(d, {{"input0", false, seq_first, 1}, {"target", true, rows, 0}}, B, {});
+  ts::Prefetcher pf(b, f);
   ts::HostTensor x(rows.dtype, rows.shape), y(rows.dtype, rows.shape);
   b.shuffle(3, 0);
   pf.start(0, b.padded_batches());
   for (int64_t k = 0; k < b.padded_batches(); ++k) {
     pf.next();
-    ASSERT_EQ(pf.real(), b.fill(k, x.view, y.view));
-    const int64_t* got = pf.x().view.as<int64_t>();
+    ASSERT_EQ(pf.real(), ts_test::fill_xy(b, f, k, x.view, y.view));
+    const int64_t* got = pf.inputs()[0].as<int64_t>();
     const int64_t* want = x.view.as<int64_t>();
     for (int64_t t = 0; t < T; ++t)
       for (int64_t r = 0; r < B; ++r)
         ASSERT_EQ(got[t * B + r], want[r * T + t]) << "batch " << k << " t " << t << " b " << r;
-    ASSERT_EQ(0, std::memcmp(pf.y().view.data, y.view.data, y.view.nbytes()));
+    ASSERT_EQ(0, std::memcmp(pf.targets()[0].data, y.view.data, y.view.nbytes()));
   }
   EXPECT_THROW(ts::batch_major(seq_first, 2), ts::Error);
 }

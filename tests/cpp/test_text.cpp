@@ -9,6 +9,7 @@
 #include "data/batcher.h"
 #include "data/text.h"
 #include "io/atomic_file.h"
+#include "feed_test_util.h"
 #include "test_util.h"
 #include "trainstep/tensor.h"
 
@@ -36,11 +37,12 @@ TEST(Text, WindowsAndSplit) {
   EXPECT_EQ(test.size(), 2);
   EXPECT_EQ(test.bytes[0], all[90]);
 
-  ts::HostTensor x(ts::DType::I64, {2, 8}), y(ts::DType::I64, {2, 8});
-  train.write(3, 1, x.view, y.view);  // window 3 into row 1: bytes 24..32
+  int64_t x[8], y[8];
+  void* out[2] = {x, y};
+  train.read(3, {}, out);  // window 3: bytes 24..32
   for (int t = 0; t < 8; ++t) {
-    EXPECT_EQ(x.view.as<int64_t>()[8 + t], all[24 + t]);
-    EXPECT_EQ(y.view.as<int64_t>()[8 + t], all[25 + t]);
+    EXPECT_EQ(x[t], all[24 + t]);
+    EXPECT_EQ(y[t], all[25 + t]);
   }
 }
 
@@ -51,9 +53,10 @@ TEST(Text, BatchesCoverEveryWindowOncePerEpoch) {
   ts::Batcher b(d, 8);
   b.shuffle(3, 0);
   ts::HostTensor x(ts::DType::I64, {8, 10}), y(ts::DType::I64, {8, 10});
+  const ts::Feed f = ts_test::xy_feed(d, x.view.type(), y.view.type());
   std::vector<int> seen(d.size(), 0);
   for (int64_t k = 0; k < b.padded_batches(); ++k) {
-    const int64_t real = b.fill(k, x.view, y.view);
+    const int64_t real = ts_test::fill_xy(b, f, k, x.view, y.view);
     for (int64_t r = 0; r < real; ++r) {
       const int64_t first = x.view.as<int64_t>()[r * 10];
       // Each row is some window: find it by its first two bytes' position.
@@ -71,13 +74,15 @@ TEST(Text, BatchesCoverEveryWindowOncePerEpoch) {
 
 TEST(Text, ModelShapeMismatchIsNamed) {
   auto d = ts::make_text_split("fortunes", std::vector<uint8_t>(500, 'x'), 16, true);
-  EXPECT_EQ(error_of([&] { d.check(4, {ts::DType::I64, {4, 32}}, {ts::DType::I64, {4, 32}}); }),
-            "the model input is int64[4, 32], but the data gives batches of 4 windows of 16 bytes of "
-            "fortunes with int64 next-byte targets (int64[4, 16]); the window length is the number "
-            "after the last ':' of --data");
-  EXPECT_EQ(error_of([&] { d.check(4, {ts::DType::I64, {4, 16}}, {ts::DType::F32, {4, 16}}); }),
-            "the target is float32[4, 16], but the data gives int64[4, 16] next-byte targets");
-  EXPECT_EQ(error_of([&] { d.check(4, {ts::DType::I64, {4, 16}}, {ts::DType::I64, {4, 16}}); }), "<no error>");
+  EXPECT_EQ(error_of([&] { ts_test::xy_feed(d, {ts::DType::I64, {4, 32}}, {ts::DType::I64, {4, 32}}); }),
+            "input port 'input0' (int64[4, 32]) takes int64[32] a sample, but the data's field x: "
+            "int64[16] (windows of 16 bytes of fortunes with int64 next-byte targets): the sizes "
+            "differ");
+  EXPECT_EQ(error_of([&] { ts_test::xy_feed(d, {ts::DType::I64, {4, 16}}, {ts::DType::F32, {4, 16}}); }),
+            "target port 'target' (float32[4, 16]) takes float32[16] a sample, but the data's field "
+            "y: int64[16] (windows of 16 bytes of fortunes with int64 next-byte targets): the dtypes "
+            "differ");
+  EXPECT_EQ(error_of([&] { ts_test::xy_feed(d, {ts::DType::I64, {4, 16}}, {ts::DType::I64, {4, 16}}); }), "<no error>");
 }
 
 TEST(Text, TooShortAndBadSpecs) {

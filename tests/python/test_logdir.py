@@ -48,7 +48,7 @@ def test_log_dir_reads_back_in_tensorboard(mnist_adadelta, small_data, tmp_path)
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     assert tags == {"train/loss", "train/lr", "train/samples_per_s", "train/step_time_s",
-                    "epoch/train_loss", "epoch/test_loss", "epoch/test_accuracy", "epoch/lr",
+                    "train/data_wait_s", "epoch/train_loss", "epoch/test_loss", "epoch/test_accuracy", "epoch/lr",
                     "epoch/samples_per_s"}, tags
 
     log = _jsonl(logs / "metrics.jsonl")
@@ -63,6 +63,8 @@ def test_log_dir_reads_back_in_tensorboard(mnist_adadelta, small_data, tmp_path)
     assert tb("train/lr") == [(e["step"], _f32(e["lr"])) for e in batches]
     assert [s for s, _ in tb("train/step_time_s")] == [e["step"] for e in batches]
     assert all(v > 0 for _, v in tb("train/step_time_s") + tb("train/samples_per_s"))
+    assert tb("train/data_wait_s") == [(e["step"], _f32(e["data_wait_s"])) for e in batches]
+    assert all(0 <= e["data_wait_s"] <= e["seconds"] for e in epochs)
     assert [e["step"] for e in batches] == list(range(1, EPOCHS * BATCHES + 1))
     for key in ("train_loss", "test_loss", "test_accuracy", "lr"):
         assert tb("epoch/" + key) == [(e["step"], _f32(e[key])) for e in epochs], key
