@@ -42,7 +42,8 @@ def example(spec, where=None):
     input or the target holds what the step cannot take, or the target no
     tensor."""
     try:
-        ex = pytree.Example(spec.example_inputs, spec.example_target)
+        names = pytree.forward_arg_names(spec.model) if getattr(spec, "model", None) else None
+        ex = pytree.Example(spec.example_inputs, spec.example_target, names)
     except TypeError as e:
         raise BatchLayoutError(f"the example batch: {e}", where) from None
     if not ex.target_leaves:

@@ -57,23 +57,61 @@ def _walk(obj, path, leaves, names):
 
 
 
+# Names a model input's port may not take: the other ports' and groups'.
+_RESERVED = {"target", "lr", "rng_seed", "rng_offset", "state", "grad", "output", "loss"}
+
+
+def port_prefixes(n, arg_names):
+    """The path prefix of each of n model inputs: forward's parameter name
+    where it is a plain identifier that names no other port, else
+    "input{i}"."""
+    out = []
+    for i in range(n):
+        name = arg_names[i] if arg_names and i < len(arg_names) else None
+        ok = (isinstance(name, str) and name.isidentifier() and name not in _RESERVED
+              and not name.startswith("input") and name not in out)
+        out.append(name if ok else f"input{i}")
+    return out
+
+
+def forward_arg_names(model):
+    """The names of model.forward's positional parameters, in order, up to a
+    *args; None where they cannot be read."""
+    import inspect
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError, AttributeError):
+        return None
+    names = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return names
+
+
 class Example:
     """The example batch as tensor leaves. Each model input and the target
     may be any structure flatten() takes (a dict of token ids and masks, a
     tuple of images); the runtime sees one port per tensor leaf, named by
-    its path: "input0", "input1/mask", "target", "target/labels". A plain
-    tensor keeps the plain name, so a tensor batch's ports are unchanged.
+    its path. An input's path starts with the name of forward's parameter
+    that takes it (`arg_names`: "input_ids", "batch/mask"), else with its
+    position ("input0", "input1/mask"); the target's is "target",
+    "target/labels". A plain tensor keeps the plain name.
 
     `args(leaves)` and `target(leaves)` rebuild what model(*args) and
     loss_fn(output, target) receive from new leaves (traced values, a
     permuted golden batch, one sample)."""
 
-    def __init__(self, inputs, target):
+    def __init__(self, inputs, target, arg_names=None):
         self.input_leaves, self.input_names, self._inputs = [], [], []
+        self._input_index = []  # of each input leaf, for messages
+        names = port_prefixes(len(inputs), arg_names)
         for i, x in enumerate(inputs):
-            leaves, st = flatten(x, prefix=f"input{i}")
+            leaves, st = flatten(x, prefix=names[i])
             self.input_leaves += leaves
             self.input_names += st.names
+            self._input_index += [(i, names[i])] * len(leaves)
             self._inputs.append((len(leaves), st))
         self.target_leaves, self._target = flatten(target, prefix="target")
         self.target_names = self._target.names
@@ -108,9 +146,8 @@ class Example:
             rest = name[len(prefix):].lstrip("/")
             return f"{head} at {rest}" if rest else head
         out = []
-        for name, t in zip(self.input_names, self.input_leaves):
-            i = name.split("/", 1)[0][len("input"):]
-            out.append((what(name, f"example input {i}", f"input{i}"), t))
+        for name, t, (i, prefix) in zip(self.input_names, self.input_leaves, self._input_index):
+            out.append((what(name, f"example input {i}", prefix), t))
         for name, t in zip(self.target_names, self.target_leaves):
             out.append((what(name, "the example target", "target"), t))
         return out

@@ -112,6 +112,15 @@ def serialize_function(captured, keep_values=False):
         raise AssertionError("placeholder count does not match the signature")
     for ph, spec in zip(placeholders, sig.inputs):
         names[ph] = spec["name"]
+    # Ports carry the user's names (a forward parameter may be called "t"
+    # or "mm"), so a node named like a port takes a suffix.
+    taken = set(names.values())
+
+    def fresh(name):
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return name
 
     n_const = 0
 
@@ -123,7 +132,7 @@ def serialize_function(captured, keep_values=False):
             return names[v]
         if isinstance(v, (bool, int, float)):
             dtype = "bool" if isinstance(v, bool) else "int64" if isinstance(v, int) else "float64"
-            name = f"const{n_const}"
+            name = fresh(f"const{n_const}")
             n_const += 1
             nodes.append({"name": name, "op": "trainstep.constant", "inputs": [],
                           "attrs": {"value": attr_value(v), "dtype": dtype, "wrapped": True},
@@ -161,15 +170,16 @@ def serialize_function(captured, keep_values=False):
             else:
                 attrs[a.name] = attr_value(v)
         types = rec.types[n]
+        node_name = fresh(n.name)
         if n in getitems:
             outs = [None] * len(types)
             for idx, gi in getitems[n].items():
-                outs[idx] = f"{n.name}.{idx}"
+                outs[idx] = fresh(f"{node_name}.{idx}")
                 names[gi] = outs[idx]
         else:
-            outs = [n.name]
-            names[n] = n.name
-        node = {"name": n.name, "op": str(n.target), "inputs": inputs, "attrs": attrs,
+            outs = [node_name]
+            names[n] = node_name
+        node = {"name": node_name, "op": str(n.target), "inputs": inputs, "attrs": attrs,
                 "outputs": outs, "types": types}
         src = source_of(n)
         if src:

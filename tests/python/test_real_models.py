@@ -124,21 +124,24 @@ def _ports(path, fn="train_step"):
 
 def test_structured_inputs(tmp_path):
     """A dict batch (ids, mask and a str option), a tuple of features and a
-    dict target: one port per tensor leaf, named by its path; the str stays
-    a constant of the capture."""
+    dict target: one port per tensor leaf, named by its path from forward's
+    parameter (forward(self, batch, extras)); the str stays a constant of
+    the capture."""
     out, _ = _export_verify(tmp_path, os.path.join(REAL, "structured_inputs.py"))
     for fn in ("train_step", "eval_step"):
         data = [(p["name"], p["role"], p.get("index")) for p in _ports(out, fn)
                 if p["role"] in ("input", "target")]
-        assert data == [("input0/ids", "input", 0), ("input0/mask", "input", 1),
-                        ("input1/0", "input", 2), ("target/label", "target", 0)]
+        assert data == [("batch/ids", "input", 0), ("batch/mask", "input", 1),
+                        ("extras/0", "input", 2), ("target/label", "target", 0)]
 
 
-    # The datasets feed one input tensor: `train --data` says so, by port.
+    # Fashion-MNIST has fields x and y only: `train --data` names the port
+    # without a field, and the fields there are.
     p = run("train", out, "--data", "fashion-mnist", "--max-batches", 1, check=False)
     assert p.returncode != 0
-    assert ("train_step takes 3 model input tensors (input0/ids, input0/mask, input1/0), "
-            "and the datasets feed one") in p.stderr, p.stderr
+    assert ("input port 'batch/ids' (int64[6, 7]) has no field of that name in the data "
+            "(28x28 images with int64 labels); its fields: x: float32[28, 28], y: int64[]. "
+            "Name one with --map batch/ids=FIELD") in p.stderr, p.stderr
 
 
 def _export_refused(tmp_path, spec, *needles):
@@ -179,11 +182,12 @@ def test_several_targets(tmp_path):
                 if p["role"] == "target"]
         assert data == [("target/tags", 0, 1), ("target/topic", 1, 0),
                         ("target/length", 2, 0)], (fn, data)
-    # The datasets feed one label per sample: `train --data` says so.
+    # Fashion-MNIST's fields fit none of it: `train --data` names the first
+    # port that does not fit, its field and both types.
     p = run("train", out, "--data", "fashion-mnist", "--max-batches", 1, check=False)
     assert p.returncode != 0
-    assert ("train_step takes 3 target tensors (target/tags, target/topic, target/length), "
-            "and the datasets feed one") in p.stderr, p.stderr
+    assert ("input port 'ids' (int64[7, 5]) takes int64[7] a sample, but the data's field x: "
+            "float32[28, 28] (28x28 images with int64 labels): the dtypes differ") in p.stderr, p.stderr
 
 
 def test_vae_returns_its_tuple(tmp_path):
