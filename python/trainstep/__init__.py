@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Sequence
 # package, both from this line. The two refuse to work together unless
 # they are equal (trainstep/versions.py). FORMAT_VERSION, the artifact
 # format's, is src/ir/program.h's kFormatVersion.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 FORMAT_VERSION = 1
 
 

@@ -304,3 +304,19 @@ def test_replicas_that_diverge_fail_the_run(accum, small_data):
     assert p.returncode != 0
     assert ("step 10: the ranks' parameters or optimizer state differ: the replicas diverged"
             in p.stderr), p.stderr
+
+
+def test_token_file_ranks_see_disjoint_windows_covering_one_ranks_epoch(artifacts, tmp_path):
+    """A token file (random windows, tokens:FILE:BLOCK) on 2 ranks x 8
+    against 1 rank x 16: each global step reads the same 16 windows, the
+    ranks taking alternate ones of the shuffle, so the parameters agree up
+    to the order of the sums (the tolerance of _equivalent), and the epoch
+    has as many steps."""
+    big = artifacts("data_token_lm_grads16", _spec("data_token_lm_grads16.py"))
+    small = artifacts("data_token_lm_grads8", _spec("data_token_lm_grads8.py"))
+    import numpy as np
+    np.random.default_rng(4).integers(0, 50, 1000).astype(np.uint16).tofile(tmp_path / "t.bin")
+    data = ["--data", f"tokens:{tmp_path / 't.bin'}:6", *COMMON]
+    ref, got, tol, out1, outn = _equivalent(big, small, 2, data, tmp_path)
+    assert _max_diff(got, ref) <= tol, (_max_diff(got, ref), tol)
+    assert _params(tmp_path / "par.ckpt")[1]["step"] == _params(tmp_path / "one.ckpt")[1]["step"]
