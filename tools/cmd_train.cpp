@@ -140,6 +140,10 @@ void add_train(CLI::App& app, Action& action) {
   cmd->add_option("--keep", o->keep, "periodic checkpoints to keep (default 3)")
       ->check(at_least(1));
   cmd->add_option("--max-batches", o->max_batches, "stop each epoch after N batches (testing)");
+  cmd->add_option("--data-threads", o->data_threads,
+                  "threads reading batches ahead of the step (default 1; they share the cores "
+                  "with --threads)")
+      ->check(at_least(1));
   cmd->add_option("--accumulate", o->accumulate,
                   "average the gradients of N batches per optimizer step (artifact exported "
                   "with --grads; default 1, or the resumed checkpoint's N)")

@@ -61,6 +61,10 @@ struct TrainOptions {
   // Port name -> dataset field, where the names differ (`train --map`);
   // other ports take the field of their own name (data/feed.h, docs/data.md).
   std::map<std::string, std::string> map;
+  // Threads that read and decode batches ahead of the step (each fills
+  // whole batches; the batches do not depend on it). They share the cores
+  // with the compute threads (SessionOptions::threads).
+  int data_threads = 1;
   // Polled after every step: when non-zero (a signal number), the loop
   // writes a checkpoint and returns with TrainResult::stopped_by set.
   const std::atomic<int>* stop = nullptr;
@@ -125,6 +129,7 @@ enum class Note {
   NoCheckpoint,       // "no checkpoint in DIR: starting from the initial state"
   Unchecked,          // the resumed checkpoint has no checksums (io/checksum.h)
   SkippedCheckpoint,  // "skipping checkpoint PATH: why" (--resume auto passed a bad one)
+  SlowData,           // the steps waited for data a tenth of an epoch or more (said once)
 };
 
 // The library never prints: train() reports through this and the caller
@@ -153,7 +158,7 @@ bool batch_logged(int64_t batch, int64_t batches);
 // Every test sample counts: the last batch is padded and masked. `map` as
 // TrainOptions::map.
 EvalResult evaluate(Session& s, const Dataset& test,
-                    const std::map<std::string, std::string>& map = {});
+                    const std::map<std::string, std::string>& map = {}, int data_threads = 1);
 
 // observer may be null: then the run reports nothing.
 TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,

@@ -27,34 +27,43 @@ void move_batch_dim(const Tensor& rows, const Tensor& dst, int bd) {
 
 }  // namespace
 
-Prefetcher::Prefetcher(const Batcher& b, const Feed& feed) : b_(b), feed_(feed) {
+Prefetcher::Prefetcher(const Batcher& b, const Feed& feed, int threads) : b_(b), feed_(feed) {
+  if (threads < 1) fail("data threads must be at least 1, got " + std::to_string(threads));
   const size_t n = feed.ports.size();
-  staging_.resize(n);
-  for (int s = 0; s < 2; ++s) {
+  slots_.resize(static_cast<size_t>(threads) + 1);
+  for (Slot& s : slots_) {
     for (size_t k = 0; k < n; ++k) {
       const TensorType& t = feed.ports[k].type;
-      slot_[s].emplace_back(t.dtype, t.shape);
-      views_[s].push_back(slot_[s][k].view);
-      (feed.ports[k].target ? targets_[s] : inputs_[s]).push_back(slot_[s][k].view);
+      s.tensors.emplace_back(t.dtype, t.shape);
+    }
+    for (size_t k = 0; k < n; ++k) {  // after the vector stopped moving
+      s.views.push_back(s.tensors[k].view);
+      (feed.ports[k].target ? s.targets : s.inputs).push_back(s.tensors[k].view);
     }
   }
-  for (size_t k = 0; k < n; ++k)
-    if (feed.ports[k].batch_dim) staging_[k] = HostTensor(feed.rows[k].dtype, feed.rows[k].shape);
-  rows_.resize(n);
-  fill(0, 0);  // type errors surface here, not in the worker
+  staging_.resize(static_cast<size_t>(threads));
+  rows_.assign(static_cast<size_t>(threads), std::vector<Tensor>(n));
+  for (auto& st : staging_) {
+    st.resize(n);
+    for (size_t k = 0; k < n; ++k)
+      if (feed.ports[k].batch_dim) st[k] = HostTensor(feed.rows[k].dtype, feed.rows[k].shape);
+  }
+  fill(0, slots_[0], 0);  // type errors surface here, not in a worker
 }
 
-// Batch b into slot `slot`: straight in where the batch is on dim 0, else
-// through the batch-major staging tensor. Returns the real rows.
-int64_t Prefetcher::fill(int64_t b, int slot) {
+// Batch b into slot s with worker w's staging: straight in where the batch
+// is on dim 0, else through the batch-major staging tensor. Returns the
+// real rows.
+int64_t Prefetcher::fill(int64_t b, Slot& s, int w) {
   const size_t n = feed_.ports.size();
+  std::vector<Tensor>& rows = rows_[w];
   for (size_t k = 0; k < n; ++k) {
-    rows_[k] = feed_.ports[k].batch_dim ? staging_[k].view : slot_[slot][k].view;
-    rows_[k].shape = feed_.rows[k].shape;
+    rows[k] = feed_.ports[k].batch_dim ? staging_[w][k].view : s.tensors[k].view;
+    rows[k].shape = feed_.rows[k].shape;
   }
-  const int64_t real = b_.fill(b, feed_, rows_);
+  const int64_t real = b_.fill(b, feed_, rows);
   for (size_t k = 0; k < n; ++k)
-    if (feed_.ports[k].batch_dim) move_batch_dim(rows_[k], slot_[slot][k].view, feed_.ports[k].batch_dim);
+    if (feed_.ports[k].batch_dim) move_batch_dim(rows[k], s.tensors[k].view, feed_.ports[k].batch_dim);
   return real;
 }
 
@@ -66,44 +75,54 @@ void Prefetcher::stop() {
     quit_ = true;
   }
   cv_.notify_all();
-  if (t_.joinable()) t_.join();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
   quit_ = false;
   error_ = nullptr;
+  error_batch_ = -1;
   holding_ = false;
-  full_[0] = full_[1] = false;
-  cur_ = 1;
-  next_slot_ = 0;
+  for (Slot& s : slots_) s.full = false;
 }
 
 void Prefetcher::start(int64_t first, int64_t count) {
   stop();
-  t_ = std::thread([this, first, count] { work(first, count); });
+  first_ = claimed_ = consumed_ = first;
+  end_ = first + count;
+  for (int w = 0; w < threads(); ++w) workers_.emplace_back([this, w] { work(w); });
 }
 
-void Prefetcher::work(int64_t first, int64_t count) {
-  for (int64_t b = first; b < first + count; ++b) {
-    int slot;
+// Takes the next unclaimed batch, waits for its slot to be free (the
+// caller has moved past the batch that held it), fills it outside the lock.
+void Prefetcher::work(int w) {
+  const int64_t ring = static_cast<int64_t>(slots_.size());
+  for (;;) {
+    int64_t b;
     {
       std::unique_lock<std::mutex> l(m_);
-      cv_.wait(l, [&] { return quit_ || !full_[next_slot_]; });
+      if (quit_ || claimed_ >= end_ || error_) return;
+      b = claimed_++;
+      // Slot b % ring last held batch b - ring: free once the caller has
+      // released it (batches below consumed_ are released).
+      cv_.wait(l, [&] { return quit_ || b - ring < consumed_; });
       if (quit_) return;
-      slot = next_slot_;
     }
+    Slot& s = slots_[static_cast<size_t>(b % ring)];
     int64_t real = 0;
+    std::exception_ptr err;
     try {
-      real = fill(b, slot);  // outside the lock
+      real = fill(b, s, w);
     } catch (...) {
-      std::lock_guard<std::mutex> l(m_);
-      error_ = std::current_exception();
-      full_[slot] = true;
-      cv_.notify_all();
-      return;
+      err = std::current_exception();
     }
     {
       std::lock_guard<std::mutex> l(m_);
-      real_[slot] = real;
-      full_[slot] = true;
-      next_slot_ = 1 - slot;
+      if (err && (!error_ || b < error_batch_)) {
+        error_ = err;
+        error_batch_ = b;
+      }
+      s.batch = b;
+      s.real = real;
+      s.full = true;
     }
     cv_.notify_all();
   }
@@ -111,16 +130,25 @@ void Prefetcher::work(int64_t first, int64_t count) {
 
 void Prefetcher::next() {
   std::unique_lock<std::mutex> l(m_);
-  if (holding_) full_[cur_] = false;  // the caller is done with its batch
+  const int64_t ring = static_cast<int64_t>(slots_.size());
+  if (holding_) {  // the caller is done with its batch
+    slots_[static_cast<size_t>(cur_)].full = false;
+    ++consumed_;
+  }
   holding_ = true;
-  cur_ = 1 - cur_;
+  const int64_t b = consumed_;
+  cur_ = static_cast<int>(b % ring);
   cv_.notify_all();
-  if (!full_[cur_]) {
+  auto ready = [&] {
+    const Slot& s = slots_[static_cast<size_t>(cur_)];
+    return (s.full && s.batch == b) || (error_ && error_batch_ <= b);
+  };
+  if (!ready()) {
     const auto t0 = std::chrono::steady_clock::now();
-    cv_.wait(l, [&] { return full_[cur_]; });
+    cv_.wait(l, ready);
     waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  if (error_) std::rethrow_exception(error_);
+  if (error_ && error_batch_ <= b) std::rethrow_exception(error_);
 }
 
 }  // namespace ts

@@ -1,9 +1,12 @@
-// Fills the next batch on a background thread while the current step runs,
-// so input never stalls the step. Two slots, handed out in order; the
-// batches are exactly those Batcher::fill would give, in the same order,
-// with each port's batch dim moved into place.
+// Fills the next batches on background threads while the current step
+// runs, so input does not stall the step. `threads` workers each fill whole
+// batches into a ring of threads + 1 slots; batches are handed out in
+// order and are exactly those Batcher::fill would give (each one a pure
+// function of its index), with each port's batch dim moved into place, so
+// the thread count never changes what a run trains on.
 #pragma once
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -16,7 +19,7 @@ namespace ts {
 class Prefetcher {
  public:
   // feed: the ports (inputs, then targets) and the fields that fill them.
-  Prefetcher(const Batcher& b, const Feed& feed);
+  Prefetcher(const Batcher& b, const Feed& feed, int threads = 1);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -28,35 +31,44 @@ class Prefetcher {
   void next();
   // The current batch: one tensor per feed port, and the model inputs and
   // the targets apart (the ports in feed order).
-  const std::vector<Tensor>& ports() const { return views_[cur_]; }
-  const std::vector<Tensor>& inputs() const { return inputs_[cur_]; }
-  const std::vector<Tensor>& targets() const { return targets_[cur_]; }
+  const std::vector<Tensor>& ports() const { return slots_[cur_].views; }
+  const std::vector<Tensor>& inputs() const { return slots_[cur_].inputs; }
+  const std::vector<Tensor>& targets() const { return slots_[cur_].targets; }
   // Real (non-padding) rows of the current batch.
-  int64_t real() const { return real_[cur_]; }
+  int64_t real() const { return slots_[cur_].real; }
   // Seconds the caller has waited in next() for a batch since construction.
   double waited() const { return waited_; }
+  int threads() const { return static_cast<int>(staging_.size()); }
 
  private:
+  struct Slot {
+    std::vector<HostTensor> tensors;  // per port
+    std::vector<Tensor> views, inputs, targets;
+    int64_t batch = -1;               // the batch it holds once full
+    int64_t real = 0;
+    bool full = false;
+  };
   void stop();
-  void work(int64_t first, int64_t count);
-  int64_t fill(int64_t b, int slot);
+  void work(int w);
+  int64_t fill(int64_t b, Slot& s, int w);
 
   const Batcher& b_;
   const Feed& feed_;
-  std::vector<HostTensor> slot_[2];    // per port
-  std::vector<Tensor> views_[2], inputs_[2], targets_[2];
-  std::vector<HostTensor> staging_;    // batch-major, for ports whose batch dim is not 0
-  std::vector<Tensor> rows_;           // what Batcher::fill writes into (slot or staging)
-  int64_t real_[2] = {0, 0};
-  bool full_[2] = {false, false};
-  int cur_ = 1, next_slot_ = 0;
-  bool holding_ = false;  // the caller holds slot cur_
+  std::vector<Slot> slots_;                     // ring: batch k goes to slot k % size
+  std::vector<std::vector<HostTensor>> staging_;  // per worker, per port: batch-major, where the batch dim is not 0
+  std::vector<std::vector<Tensor>> rows_;         // per worker: what Batcher::fill writes into
+  int64_t first_ = 0, end_ = 0;     // the batches of this run
+  int64_t claimed_ = 0;             // next batch a worker takes
+  int64_t consumed_ = 0;            // batches the caller has taken
+  int cur_ = 0;
+  bool holding_ = false;            // the caller holds slot cur_
   bool quit_ = false;
   double waited_ = 0;
-  std::exception_ptr error_;  // from the worker, rethrown by next()
+  std::exception_ptr error_;        // the first worker error, rethrown by next()
+  int64_t error_batch_ = -1;
   std::mutex m_;
   std::condition_variable cv_;
-  std::thread t_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace ts

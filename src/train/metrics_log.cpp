@@ -19,6 +19,7 @@ const char* note_name(Note k) {
     case Note::NoCheckpoint: return "no_checkpoint";
     case Note::Unchecked: return "unchecked";
     case Note::SkippedCheckpoint: return "skipped_checkpoint";
+    case Note::SlowData: return "slow_data";
   }
   return "note";
 }

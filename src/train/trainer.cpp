@@ -32,12 +32,13 @@ std::vector<PortSpec> data_ports(const Session& s, const char* fn) {
 
 }  // namespace
 
-EvalResult evaluate(Session& s, const Dataset& test, const std::map<std::string, std::string>& map) {
+EvalResult evaluate(Session& s, const Dataset& test, const std::map<std::string, std::string>& map,
+                    int data_threads) {
   Batcher data(test, s.batch_size());
   // Data-parallel: each rank evaluates its shard; the sums are reduced.
   if (s.world_size() > 1) data.shard(s.rank(), s.world_size(), false);
   const Feed feed = make_feed(test, data_ports(s, "eval_step"), s.batch_size(), map);
-  auto pf = std::make_unique<Prefetcher>(data, feed);
+  auto pf = std::make_unique<Prefetcher>(data, feed, data_threads);
   pf->start(0, data.padded_batches());
   EvalResult r;
   // Integer targets are class labels (one per target element, e.g. one per
@@ -360,6 +361,13 @@ class Run {
     }
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rep.data_wait = pf_.waited() - waited0;
+    if (!slow_noted_ && rep.seconds > 0.5 && rep.data_wait > 0.1 * rep.seconds) {
+      slow_noted_ = true;
+      ob_.on_note(Note::SlowData,
+                  "the steps waited for data " + std::to_string(int(100 * rep.data_wait / rep.seconds)) +
+                      "% of epoch " + std::to_string(e + 1) + ": the loader is behind; more loader "
+                      "threads may help (--data-threads, now " + std::to_string(pf_.threads()) + ")");
+    }
     double sums[2] = {loss_sum_, double(loss_count_)};
     if (s_.world_size() > 1)  // the report covers every rank's batches
       s_.collective()->all_reduce_now(sums, 2, DType::F64, ReduceOp::Sum, "the epoch loss");
@@ -368,7 +376,7 @@ class Run {
         (nb - first) * s_.batch_size() * s_.world_size() / std::max(rep.seconds, 1e-9);
     rep.skipped = s_.skipped_steps();
     rep.step = s_.step();
-    rep.test = evaluate(s_, test_, o_.map);
+    rep.test = evaluate(s_, test_, o_.map, o_.data_threads);
     s_.check_state_replicated();  // data-parallel: every rank's state is rank 0's
     loss_sum_ = 0;
     loss_count_ = 0;
@@ -436,6 +444,7 @@ class Run {
   int64_t loss_count_;
   Position written_{-1, -1, -1};  // the last checkpoint written
   int64_t stop_signal_ = 0;        // what stop_requested() saw
+  bool slow_noted_ = false;        // Note::SlowData said
 };
 
 }  // namespace
@@ -457,7 +466,7 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   Batcher data(train_set, s.batch_size());
   if (s.world_size() > 1) data.shard(s.rank(), s.world_size(), true);
   const Feed feed = make_feed(train_set, data_ports(s, "train_step"), s.batch_size(), o.map);
-  Prefetcher pf(data, feed);
+  Prefetcher pf(data, feed, o.data_threads);
   const Plan plan = plan_run(s, o, st, data);
   s.set_seed(plan.seed);
   if (plan.accum > 1) s.set_accumulation(plan.accum);

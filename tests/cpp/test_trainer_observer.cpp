@@ -2,7 +2,9 @@
 // (train/trainer.h); on the tiny hand-built artifact, so it runs in ms.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -76,6 +78,64 @@ TEST(TrainObserver, NoObserverIsQuiet) {
   ts::TrainResult r = ts::train(*s, data, data, ts::TrainOptions{});
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
   EXPECT_EQ(r.epochs_done, 1);
+}
+
+// TinyData as fields, each read taking `sleep`: a slow loader.
+struct SlowData : ts::Dataset {
+  std::chrono::milliseconds sleep{0};
+  int64_t size() const override { return 10; }
+  std::string describe() const override { return "4 floats with int64 labels, slowly"; }
+  std::vector<ts::Field> fields() const override {
+    return {{"x", ts::DType::F32, {4}}, {"y", ts::DType::I64, {}}};
+  }
+  void read(int64_t i, const ts::ReadContext&, void* const* out) const override {
+    std::this_thread::sleep_for(sleep);
+    if (out[0])
+      for (int k = 0; k < 4; ++k) static_cast<float*>(out[0])[k] = 0.01f * (i + k);
+    if (out[1]) *static_cast<int64_t*>(out[1]) = i % 3;
+  }
+};
+
+std::vector<std::vector<char>> state_bytes(const ts::Session& s) {
+  std::vector<std::vector<char>> out;
+  for (const std::string& n : s.state_names()) {
+    const ts::Tensor& t = s.state(n);
+    out.emplace_back(static_cast<const char*>(t.data), static_cast<const char*>(t.data) + t.nbytes());
+  }
+  return out;
+}
+
+// The deprecated x/y form and fields train alike; loader threads change
+// nothing; a loader that holds the steps up is said once, with the fix.
+TEST(TrainObserver, FieldsLoaderThreadsAndASlowLoader) {
+  const std::string art = ts_test::write_tiny_artifact(ts_test::make_temp_dir());
+  ts::TrainOptions o;
+  o.epochs = 2;
+  auto old_style = ts::Session::open(art);
+  TinyData tiny;
+  ts::train(*old_style, tiny, tiny, o);
+  SlowData fast;
+  for (int threads : {1, 3}) {
+    auto s = ts::Session::open(art);
+    o.data_threads = threads;
+    ts::train(*s, fast, fast, o);
+    EXPECT_EQ(state_bytes(*s), state_bytes(*old_style)) << threads << " data threads";
+  }
+  SlowData slow;
+  slow.sleep = std::chrono::milliseconds(60);  // 0.6 s an epoch, nearly all of it waiting
+  o.data_threads = 1;
+  auto s = ts::Session::open(art);
+  Recorder rec;
+  ts::ObserverList list;
+  list.all = {&rec};
+  ts::train(*s, slow, fast, o, &list);
+  ASSERT_EQ(rec.notes.size(), 1u);  // once, though both epochs were slow
+  EXPECT_EQ(rec.notes[0].first, ts::Note::SlowData);
+  EXPECT_NE(rec.notes[0].second.find("% of epoch 1: the loader is behind; more loader threads "
+                                     "may help (--data-threads, now 1)"), std::string::npos)
+      << rec.notes[0].second;
+  EXPECT_GT(rec.epochs[0].data_wait, 0.5 * rec.epochs[0].seconds);
+  EXPECT_LE(rec.epochs[0].data_wait, rec.epochs[0].seconds);
 }
 
 TEST(TrainObserver, AboutTenLoggedBatchesAnEpochAndTheLast) {

@@ -60,14 +60,17 @@ def _assert_same_state(a_path, b_path):
 
 def _resumed_mid_epoch(art, data_args, tmp_path, every, resume_step):
     """Two epochs straight, with checkpoints every `every` steps; then the
-    run again from the checkpoint at `resume_step` (inside epoch 2)."""
+    run again from the checkpoint at `resume_step` (inside epoch 2), with
+    3 loader threads."""
     common = [*data_args, "--threads", 1, "--seed", 3]
     straight, resumed = tmp_path / "a.ckpt", tmp_path / "c.ckpt"
     run("train", art, *common, "--epochs", 2, "--save", straight, "--checkpoint-every", every,
         "--keep", 50)
     ckpt = tmp_path / "a.checkpoints" / f"step-{resume_step:010d}.ckpt"
     assert ckpt.exists(), sorted(os.listdir(tmp_path / "a.checkpoints"))
-    out = run("train", art, *common, "--epochs", 1, "--resume", ckpt, "--save", resumed).stdout
+    # The resumed half reads with 3 loader threads: batches do not depend on it.
+    out = run("train", art, *common, "--epochs", 1, "--resume", ckpt, "--save", resumed,
+              "--data-threads", 3).stdout
     assert "epoch 2:" in out, out
     _assert_same_state(straight, resumed)
     return out
