@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <set>
 
 #include "data/npy.h"
+#include "io/atomic_file.h"
 #include "trainstep/error.h"
 
 namespace ts {
@@ -83,25 +83,6 @@ std::vector<std::pair<std::string, NpyArray>> read_members(zip_t* za, const std:
   return out;
 }
 
-std::vector<uint8_t> read_whole_file(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) fail(path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path + ": not a regular file");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) fail(path + ": cannot read: " + std::strerror(errno));
-  std::vector<uint8_t> b(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < b.size()) {
-    const size_t r = std::fread(b.data() + got, 1, b.size() - got, f);
-    if (r == 0) break;
-    got += r;
-  }
-  const bool err = std::ferror(f);
-  std::fclose(f);
-  if (err || got != b.size()) fail(path + ": read error");
-  return b;
-}
-
 // ---- the dataset -------------------------------------------------------------
 
 struct NpzDataset : Dataset {
@@ -169,12 +150,12 @@ std::unique_ptr<Dataset> open_npz(const std::string& path, Split split) {
   std::vector<std::pair<std::string, NpyArray>> arrays;
   std::string kind;
   if (ends_with(path, ".npy")) {
-    const std::vector<uint8_t> bytes = read_whole_file(path);
+    const std::string bytes = read_file(path);
     std::string stem = path.substr(0, path.size() - 4);
     const size_t slash = stem.rfind('/');
     if (slash != std::string::npos) stem = stem.substr(slash + 1);
     if (stem.empty()) fail(path + ": the file name gives the field no name");
-    arrays.emplace_back(stem, parse_npy(bytes.data(), bytes.size(), path));
+    arrays.emplace_back(stem, parse_npy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path));
     kind = "npy file " + path;
   } else {
     arrays = read_npz(path);

@@ -36,10 +36,8 @@ Prefetcher::Prefetcher(const Batcher& b, const Feed& feed, int threads) : b_(b),
       const TensorType& t = feed.ports[k].type;
       s.tensors.emplace_back(t.dtype, t.shape);
     }
-    for (size_t k = 0; k < n; ++k) {  // after the vector stopped moving
-      s.views.push_back(s.tensors[k].view);
+    for (size_t k = 0; k < n; ++k)  // after the vector stopped moving
       (feed.ports[k].target ? s.targets : s.inputs).push_back(s.tensors[k].view);
-    }
   }
   staging_.resize(static_cast<size_t>(threads));
   rows_.assign(static_cast<size_t>(threads), std::vector<Tensor>(n));
@@ -48,7 +46,6 @@ Prefetcher::Prefetcher(const Batcher& b, const Feed& feed, int threads) : b_(b),
     for (size_t k = 0; k < n; ++k)
       if (feed.ports[k].batch_dim) st[k] = HostTensor(feed.rows[k].dtype, feed.rows[k].shape);
   }
-  fill(0, slots_[0], 0);  // type errors surface here, not in a worker
 }
 
 // Batch b into slot s with worker w's staging: straight in where the batch

@@ -29,9 +29,8 @@ class Prefetcher {
   void start(int64_t first, int64_t count);
   // Waits for the next batch; its tensors stay valid until the next call.
   void next();
-  // The current batch: one tensor per feed port, and the model inputs and
-  // the targets apart (the ports in feed order).
-  const std::vector<Tensor>& ports() const { return slots_[cur_].views; }
+  // The current batch: the model inputs' tensors and the targets', each in
+  // feed order. (make_feed has checked their types against the data.)
   const std::vector<Tensor>& inputs() const { return slots_[cur_].inputs; }
   const std::vector<Tensor>& targets() const { return slots_[cur_].targets; }
   // Real (non-padding) rows of the current batch.
@@ -43,7 +42,7 @@ class Prefetcher {
  private:
   struct Slot {
     std::vector<HostTensor> tensors;  // per port
-    std::vector<Tensor> views, inputs, targets;
+    std::vector<Tensor> inputs, targets;
     int64_t batch = -1;               // the batch it holds once full
     int64_t real = 0;
     bool full = false;

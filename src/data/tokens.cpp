@@ -37,32 +37,21 @@ bool is_dtype_name(const std::string& s) { return s == "uint16" || s == "uint32"
 class TokenDataset final : public Dataset {
  public:
   TokenDataset(std::string path, int64_t block, int tsize, Split split) : path_(std::move(path)), block_(block), tsize_(tsize) {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path_ + ": " + std::strerror(errno));
+    struct Fd {  // closed on every way out; the mapping keeps the file
+      int fd;
+      ~Fd() { if (fd >= 0) ::close(fd); }
+    } f{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (f.fd < 0) fail(path_ + ": " + std::strerror(errno));
     struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int e = errno;
-      ::close(fd);
-      fail(path_ + ": " + std::strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail(path_ + ": not a regular file");
-    }
+    if (::fstat(f.fd, &st) != 0) fail(path_ + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail(path_ + ": not a regular file");
     const int64_t bytes = static_cast<int64_t>(st.st_size);
-    if (bytes == 0) {
-      ::close(fd);
-      fail(path_ + ": the token file is empty");
-    }
-    if (bytes % tsize_ != 0) {
-      ::close(fd);
+    if (bytes == 0) fail(path_ + ": the token file is empty");
+    if (bytes % tsize_ != 0)
       fail(path_ + ": " + std::to_string(bytes) + " bytes is not a whole number of " + dtype() +
            " tokens (" + std::to_string(tsize_) + " bytes each); is the dtype right?");
-    }
-    void* p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, fd, 0);
-    const int e = errno;
-    ::close(fd);  // the mapping keeps the file
-    if (p == MAP_FAILED) fail(path_ + ": cannot map: " + std::strerror(e));
+    void* p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ, MAP_PRIVATE, f.fd, 0);
+    if (p == MAP_FAILED) fail(path_ + ": cannot map: " + std::strerror(errno));
     map_ = p;
     map_len_ = static_cast<size_t>(bytes);
 
@@ -73,7 +62,6 @@ class TokenDataset final : public Dataset {
       case Split::Test: first_ = cut, n_ = n - cut; break;
       case Split::All: first_ = 0, n_ = n; break;
     }
-    train_split_ = split == Split::Train;
     size_ = n_ > block_ ? (n_ - 1) / block_ : 0;
     if (size_ == 0) {
       const char* name = split == Split::Train ? "train" : split == Split::Test ? "test" : "whole";
@@ -95,8 +83,9 @@ class TokenDataset final : public Dataset {
   int64_t size() const override { return size_; }
 
   std::string describe() const override {
+    // Whatever the split: ReadContext::train, not the split, picks how windows start.
     return "windows of " + std::to_string(block_) + " " + dtype() + " tokens from " + path_ + " (" +
-           std::to_string(n_) + " tokens, " + (train_split_ ? "random starts" : "in order") + ")";
+           std::to_string(n_) + " tokens; random starts in training, in order in evaluation)";
   }
 
   std::vector<Field> fields() const override {
@@ -141,7 +130,6 @@ class TokenDataset final : public Dataset {
   size_t map_len_ = 0;
   int64_t first_ = 0, n_ = 0;  // this split: tokens [first_, first_ + n_)
   int64_t size_ = 0;
-  bool train_split_ = false;
 };
 
 }  // namespace
