@@ -9,14 +9,15 @@
 # candidate, loaded at run time;
 # ccache: repeated builds, CI's three among them, reuse earlier compiles;
 # libzip-dev: npz datasets; libbz2-dev, libssl-dev: what libzip.pc's
-# Libs.private names, for `pkg-config --static --libs trainstep`.)
+# Libs.private names, for `pkg-config --static --libs trainstep`;
+# libturbojpeg0-dev, libspng-dev: images:DIR datasets.)
 #   scripts/install-deps.sh        build and test
 #   scripts/install-deps.sh fuzz   also clang-14 and libFuzzer (`make fuzz`)
 #   scripts/install-deps.sh peers  also python3-dev (bench/peers: torch.compile's kernels)
 set -euo pipefail
 PKGS=(cmake g++ make pkg-config python3 python3-torch python3-numpy python3-pytest
       libdnnl-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3-venv python3-pip zlib1g-dev
-      libzip-dev libbz2-dev libssl-dev libxxhash-dev python3-xxhash libgraphviz-dev chromium
+      libzip-dev libbz2-dev libssl-dev libturbojpeg0-dev libspng-dev libxxhash-dev python3-xxhash libgraphviz-dev chromium
       dataset-fashion-mnist fortunes libopenblas0-openmp libopenmpi-dev openmpi-bin ccache)
 # clang's OpenMP (libomp) is what CMake finds for clang++.
 [ "${1:-}" = fuzz ] && PKGS+=(clang-14 libclang-rt-14-dev libomp-14-dev)

@@ -24,6 +24,7 @@ void add_bench(CLI::App& app, Action& action);
 void add_lr_schedule(CLI::App& app, Action& action);
 void add_torch_checkpoint(CLI::App& app, Action& action, const char* argv0);
 void add_plot(CLI::App& app, Action& action);
+void add_data(CLI::App& app, Action& action);
 
 // Runs MODULE.main(ARGS) of python/trainstep (through trainstep.launch)
 // with an interpreter that can import torch; returns its exit status.

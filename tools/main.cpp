@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   tscli::add_run_program(app, action);
   tscli::add_check(app, action);
   tscli::add_plot(app, action);
+  tscli::add_data(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -80,6 +80,8 @@ enum class Split { Train, Test, All };
 //   npz:FILE        numpy arrays, one field per array (.npz or a single .npy)
 //   tokens:FILE:BLOCK[:DTYPE]  a flat token file (nanoGPT's train.bin),
 //                   random windows of BLOCK+1 tokens as (x, y)
+//   images:DIR:SIZE[:OPTION=VALUE]...  an ImageFolder of JPEG and PNG files,
+//                   random resized crops and flips in training
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split);
 
 // The spec strings open_dataset accepts, for help texts and errors.

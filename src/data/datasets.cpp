@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/idx.h"
+#include "data/image_folder.h"
 #include "data/npy.h"
 #include "data/synthetic.h"
 #include "data/text.h"
@@ -95,7 +96,7 @@ TextDataset text_split(std::string name, std::vector<uint8_t> all, int64_t T, Sp
 
 const char* dataset_specs() {
   return "fashion-mnist | idx:DIR | autoencode:IMAGES | friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | "
-         "fortunes:T | text:FILE:T | npz:FILE | tokens:FILE:BLOCK[:DTYPE]";
+         "fortunes:T | text:FILE:T | npz:FILE | tokens:FILE:BLOCK[:DTYPE] | images:DIR:SIZE[:OPTION=VALUE]...";
 }
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
@@ -106,6 +107,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
     return open_npz(spec.substr(4), split);
   }
   if (spec.rfind("tokens:", 0) == 0) return open_tokens(spec, split);
+  if (spec.rfind("images:", 0) == 0) return open_image_folder(spec, split);
   if (auto d = open_images(spec, train)) return std::make_unique<ImageDataset>(std::move(*d));
   if (spec.rfind("autoencode:", 0) == 0) {
     auto d = open_images(spec.substr(11), train);

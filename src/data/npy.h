@@ -50,6 +50,12 @@ std::vector<std::pair<std::string, NpyArray>> read_npz(const std::string& path);
 std::vector<std::pair<std::string, NpyArray>> read_npz_bytes(const uint8_t* data, size_t size,
                                                               const std::string& where);
 
+// Writes arrays as an uncompressed .npz that numpy.load reads (and
+// read_npz), each array as NAME.npy with a version 1.0 header. libzip
+// writes a temporary file and renames it over `path`, so a reader never
+// sees half a file. Throws ts::Error naming the path.
+void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& arrays);
+
 // npz.cpp: archives and the dataset.
 //
 // A dataset of the arrays in a .npz, or of the one array of a .npy (its

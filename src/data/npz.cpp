@@ -146,6 +146,66 @@ std::vector<std::pair<std::string, NpyArray>> read_npz(const std::string& path) 
   return read_members(za.get(), path);
 }
 
+namespace {
+
+const char* npy_descr(DType t) {
+  switch (t) {
+    case DType::F32: return "<f4";
+    case DType::F64: return "<f8";
+    case DType::I64: return "<i8";
+    case DType::I32: return "<i4";
+    case DType::U8: return "|u1";
+    case DType::Bool: return "|b1";
+  }
+  return "";
+}
+
+// The header of a version 1.0 .npy, padded so the data starts 64-aligned.
+std::string npy_header(const NpyArray& a) {
+  std::string shape;
+  for (int64_t d : a.shape) shape += std::to_string(d) + ", ";
+  if (a.shape.size() > 1) shape.resize(shape.size() - 1);  // (3,) keeps its comma, (2, 3) has none
+  std::string dict = std::string("{'descr': '") + npy_descr(a.dtype) + "', 'fortran_order': False, 'shape': (" +
+                     shape + "), }";
+  const size_t unpadded = 10 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string h = "\x93NUMPY";
+  h += '\x01';
+  h += '\x00';
+  h += static_cast<char>(dict.size() & 0xFF);
+  h += static_cast<char>(dict.size() >> 8);
+  return h + dict;
+}
+
+}  // namespace
+
+void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& arrays) {
+  int code = 0;
+  ZipPtr za(zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code));
+  if (!za) fail(path + ": cannot write: " + zip_error_text(code));
+  // The members' bytes must live until zip_close, which writes them.
+  std::vector<std::string> members;
+  members.reserve(arrays.size());
+  for (const auto& [name, a] : arrays) {
+    members.push_back(npy_header(a));
+    members.back().append(reinterpret_cast<const char*>(a.data.data()), a.data.size());
+    zip_source_t* src = zip_source_buffer(za.get(), members.back().data(), members.back().size(), 0);
+    const zip_int64_t idx = src ? zip_file_add(za.get(), (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
+    if (idx < 0) {
+      if (src) zip_source_free(src);
+      fail(path + ": cannot add " + name + ".npy: " + zip_strerror(za.get()));
+    }
+    zip_set_file_compression(za.get(), static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0);
+  }
+  zip_t* z = za.release();
+  if (zip_close(z) != 0) {
+    const std::string msg = zip_strerror(z);
+    zip_discard(z);
+    fail(path + ": cannot write: " + msg);
+  }
+}
+
 std::unique_ptr<Dataset> open_npz(const std::string& path, Split split) {
   std::vector<std::pair<std::string, NpyArray>> arrays;
   std::string kind;

@@ -192,3 +192,33 @@ images = torch.arange(3 * 2 * 2, dtype=torch.uint8).reshape(3, 2, 2)
 put("idx", "images.idx", idx_bytes(images))
 put("idx", "images.idx.gz", gzip.compress(idx_bytes(images), mtime=0))
 put("idx", "labels.idx", idx_bytes(torch.tensor([1, 0, 9], dtype=torch.uint8)))
+
+
+# Image seeds need PIL (the torch 2.x venv has it): small JPEGs (4:2:0,
+# 4:4:4, greyscale, progressive) and PNGs (RGB, grey, palette, RGBA,
+# 16-bit, interlaced).
+try:
+    import io
+    import numpy as np
+    from PIL import Image
+except ImportError:
+    print("make_seeds.py: no PIL here, image seeds left as they are")
+else:
+    rng = np.random.default_rng(0)
+    px = (np.mgrid[0:9, 0:13].sum(0)[..., None] * [9, 5, 3] + rng.integers(0, 40, (9, 13, 3))) % 256
+    rgb = Image.fromarray(px.astype(np.uint8))
+
+    def image_bytes(img, fmt, **kw):
+        b = io.BytesIO()
+        img.save(b, format=fmt, **kw)
+        return b.getvalue()
+    put("image", "rgb420.jpg", image_bytes(rgb, "JPEG", quality=80))
+    put("image", "rgb444.jpg", image_bytes(rgb, "JPEG", quality=95, subsampling=0))
+    put("image", "grey.jpg", image_bytes(rgb.convert("L"), "JPEG"))
+    put("image", "progressive.jpg", image_bytes(rgb, "JPEG", progressive=True))
+    put("image", "rgb.png", image_bytes(rgb, "PNG"))
+    put("image", "grey.png", image_bytes(rgb.convert("L"), "PNG"))
+    put("image", "palette.png", image_bytes(rgb.convert("P"), "PNG"))
+    put("image", "rgba.png", image_bytes(rgb.convert("RGBA"), "PNG"))
+    put("image", "deep.png", image_bytes(Image.fromarray((px[..., 0] * 257).astype(np.uint16)), "PNG"))
+    put("image", "interlaced.png", image_bytes(rgb, "PNG", interlace=1))

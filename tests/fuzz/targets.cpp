@@ -13,6 +13,8 @@
 
 #include "../cpp/tiny_artifact.h"
 #include "data/idx.h"
+#include "data/image_decode.h"
+#include "data/image_transform.h"
 #include "data/npy.h"
 #include "io/checksum.h"
 #include "io/safetensors.h"
@@ -269,13 +271,30 @@ void npz(const uint8_t* data, size_t size) {
   }
 }
 
+void image(const uint8_t* data, size_t size) {
+  ts::RgbImage img;
+  try {
+    ts::decode_image(data, size, "fuzz.img", img, int64_t{1} << 20);
+  } catch (const ts::Error&) {
+    return;
+  }
+  ts::ImageTransform t;
+  t.size = 7;
+  t.resize = 9;
+  std::vector<float> out(3 * 7 * 7);
+  ts::transform_eval(img, t, out.data());
+  ts::SampleRng rng(size);
+  ts::transform_train(img, t, ts::random_crop(t, img.h, img.w, rng), out.data());
+}
+
 const std::vector<NamedTarget>& all_targets() {
   static const std::vector<NamedTarget> t = {{"program", program},
                                              {"ir_text", ir_text},
                                              {"safetensors", safetensors},
                                              {"checkpoint", checkpoint},
                                              {"idx", idx},
-                                             {"npz", npz}};
+                                             {"npz", npz},
+                                             {"image", image}};
   return t;
 }
 
