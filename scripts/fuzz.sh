@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-fuzz}
 SECS=${2:-60}
-TARGETS=(program ir_text safetensors checkpoint idx npz image)
+TARGETS=(program ir_text safetensors checkpoint idx npz shards image)
 # Random programs have random shapes: their kernel picks are measured but
 # not written to the user's cache file (ops/kernel_choice.h).
 export TRAINSTEP_CACHE=""

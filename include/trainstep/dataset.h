@@ -78,6 +78,8 @@ enum class Split { Train, Test, All };
 //   autoencode:IMAGES  one of the above, each image its own float32 target
 //   friedman1[:SIGMA[:N_TRAIN[:N_TEST]]]  generated regression (data/synthetic.h)
 //   npz:FILE        numpy arrays, one field per array (.npz or a single .npy)
+//   shards:DIR      the checksummed, memory-mapped shards trainstep.data.write
+//                   writes to a folder
 //   tokens:FILE:BLOCK[:DTYPE]  a flat token file (nanoGPT's train.bin),
 //                   random windows of BLOCK+1 tokens as (x, y)
 //   images:DIR:SIZE[:OPTION=VALUE]...  an ImageFolder of JPEG and PNG files,

@@ -1,8 +1,9 @@
-"""Training data from Python for `trainstep train --data npz:FILE`
-(docs/data.md#from-python).
+"""Training data from Python for `trainstep train --data npz:FILE` or
+`--data shards:DIR` (docs/data.md#from-python).
 
 write(source, path) turns what a training script already has into one
-.npz file, one array per field, the first dim the sample:
+.npz file (path ends in .npz) or a folder of shards (any other path), one
+array per field, the first dim the sample:
 
 - a dict of arrays or tensors (a column each);
 - a torch `Dataset`, or anything with len() and [i], read sample by sample
@@ -23,11 +24,23 @@ parameters are; torch's default_collate would give float64), bools bool.
 Every sample must give each field the same shape and dtype; the first
 that does not is one DataError naming the field and the sample.
 
-The file is written whole to a temporary name and renamed into place, so
+The .npz is written whole to a temporary name and renamed into place, so
 a crash leaves the old file or none. Each member carries zip's CRC-32,
 which the C++ reader checks.
+
+A shard folder streams: samples are read, `shard_size` at a time (default:
+as many as make 256 MiB), into shard-NNNNNN.safetensors files, so data
+larger than memory converts. Each shard is a checksummed safetensors file
+(XXH3-64 of every field's bytes and of its header, as checkpoints are),
+written under a temporary name and renamed. index.json lists the fields
+and the finished shards; it is rewritten, atomically, after each shard,
+with "complete" false until the last, so a reader (`--data shards:DIR`)
+can start on the shards written so far. Dtypes the safetensors reader
+does not take widen as the npz reader widens them: float16 to float32,
+int8/int16/uint16 to int32, uint32 to int64.
 """
 import dataclasses
+import json
 import os
 from collections.abc import Iterable, Mapping
 
@@ -40,11 +53,19 @@ class DataError(ValueError):
     field and the sample."""
 
 
-def write(source, path, *, names=None, compressed=False, limit=None):
-    """Writes `source` (see the module doc) into the .npz at `path`.
+def write(source, path, *, names=None, compressed=False, limit=None, shard_size=None):
+    """Writes `source` (see the module doc) into the .npz at `path`, or,
+    for a path not ending in .npz, into a folder of shards there.
     `names`: field names for tuple samples; `compressed`: deflate the
-    arrays (np.savez_compressed); `limit`: at most this many samples.
+    arrays (np.savez_compressed; .npz only); `limit`: at most this many
+    samples; `shard_size`: samples per shard (shards only).
     Returns {field: (dtype, shape)} of what was written."""
+    if not os.fspath(path).endswith(".npz"):
+        if compressed:
+            raise DataError("compressed= is for a .npz; shards are stored plain, to be memory-mapped")
+        return _write_shards(source, os.fspath(path), names, limit, shard_size)
+    if shard_size is not None:
+        raise DataError(f"shard_size= is for a folder of shards, and {os.fspath(path)} names a .npz")
     columns = _columns(source, names, limit)
     if not columns:
         raise DataError(f"{_what(source)} gave no samples")
@@ -186,3 +207,148 @@ def _batches(loader, names, limit):
         if limit is not None and taken >= limit:
             break
     return {k: np.concatenate(v)[:limit] for k, v in parts.items()}
+
+
+# What the shard reader takes: dtype -> the dtype it is stored as.
+_WIDEN = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.int8): np.dtype(np.int32),
+          np.dtype(np.int16): np.dtype(np.int32), np.dtype(np.uint16): np.dtype(np.int32),
+          np.dtype(np.uint32): np.dtype(np.int64)}
+_STORED = {np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32, np.uint8, np.bool_)}
+SHARD_BYTES = 256 << 20
+
+
+def _stored(a, name, where):
+    a = np.ascontiguousarray(a)
+    if a.dtype in _WIDEN:
+        return a.astype(_WIDEN[a.dtype])
+    if a.dtype == np.uint64:
+        if a.size and a.max() > np.iinfo(np.int64).max:
+            raise DataError(f"field {name} of {where}: uint64 values past int64's range")
+        return a.astype(np.int64)
+    if a.dtype.byteorder == ">":
+        return a.astype(a.dtype.newbyteorder("<"))
+    if a.dtype not in _STORED:
+        raise DataError(f"field {name} of {where} is {a.dtype}, which a shard cannot hold")
+    return a
+
+
+def _chunks(source, names, limit):
+    """(kind, index, {field: array with a leading sample dim}) pieces of
+    the source, in order, at most `limit` samples in all."""
+    if isinstance(source, Mapping):
+        cols = _columns(source, names, limit)
+        yield "column", 0, cols
+        return
+    if isinstance(source, torch.utils.data.DataLoader):
+        taken = 0
+        for b, batch in enumerate(source):
+            where = f"batch {b}"
+            leaves = {k: _array(v, k, where) for k, v in _fields(batch, names, where).items()}
+            for k, a in leaves.items():
+                if a.ndim == 0:
+                    raise DataError(f"field {k}: {where} is {a.dtype}[], not a batch")
+            if limit is not None:
+                leaves = {k: a[:limit - taken] for k, a in leaves.items()}
+            yield "batch", b, leaves
+            taken += len(next(iter(leaves.values()))) if leaves else 0
+            if limit is not None and taken >= limit:
+                return
+        return
+    if hasattr(source, "__len__") and hasattr(source, "__getitem__"):
+        n = len(source) if limit is None else min(len(source), limit)
+        samples = (source[i] for i in range(n))
+    elif isinstance(source, Iterable):
+        samples = _first(source, limit)
+    else:
+        raise DataError(f"{_what(source)} is none of: a dict of arrays, a torch Dataset or "
+                        "DataLoader (or anything with len() and [i]), an iterable of samples")
+    for i, s in enumerate(samples):
+        where = f"sample {i}"
+        yield "sample", i, {k: _array(v, k, where)[None] for k, v in _fields(s, names, where).items()}
+
+
+class _ShardWriter:
+    def __init__(self, folder, shard_size):
+        self.folder, self.shard_size = folder, shard_size
+        self.fields, self.shards, self.pending, self.count = None, [], {}, 0
+
+    def add(self, kind, index, leaves):
+        where = f"{kind} {index}"
+        leaves = {k: _stored(a, k, where) for k, a in leaves.items()}
+        if self.fields is None:
+            self.fields = {k: (a.dtype, a.shape[1:]) for k, a in leaves.items()}
+            self.pending = {k: [] for k in leaves}
+            if self.shard_size is None:
+                row = sum(max(1, a.dtype.itemsize * int(np.prod(a.shape[1:]))) for a in leaves.values())
+                self.shard_size = max(1, SHARD_BYTES // row)
+            os.makedirs(self.folder, exist_ok=True)
+            self._index(complete=False)  # from here a reader sees this write's shards only
+        if leaves.keys() != self.fields.keys():
+            raise DataError(f"{where} has fields {sorted(leaves)}, the first had {sorted(self.fields)}")
+        n = None
+        for k, a in leaves.items():
+            dtype, shape = self.fields[k]
+            if (a.dtype, a.shape[1:]) != (dtype, shape):
+                raise DataError(f"field {k}: {where} is {a.dtype}{list(a.shape[1:])} a sample, the first "
+                                f"was {dtype}{list(shape)}")
+            if n is not None and len(a) != n:
+                raise DataError(f"{where}: field {k} has {len(a)} samples, others {n}")
+            n = len(a)
+        start = 0
+        while start < n:
+            room = self.shard_size - self.count
+            for k, a in leaves.items():
+                self.pending[k].append(a[start:start + room])
+            took = min(room, n - start)
+            self.count += took
+            start += took
+            if self.count == self.shard_size:
+                self.flush()
+
+    def flush(self):
+        if not self.count:
+            return
+        from . import safetensors_io
+        first = sum(s["samples"] for s in self.shards)
+        name = f"shard-{len(self.shards):06d}.safetensors"
+        tensors = {k: torch.from_numpy(np.concatenate(v)) for k, v in self.pending.items()}
+        meta = {"format": "trainstep-shard", "first_sample": str(first), "samples": str(self.count)}
+        written = safetensors_io.save(os.path.join(self.folder, name), tensors, meta)
+        self.shards.append({"file": name, "samples": self.count,
+                            "header_checksum": written[safetensors_io.HEADER_KEY]})
+        self.pending = {k: [] for k in self.pending}
+        self.count = 0
+        self._index(complete=False)
+
+    def _index(self, complete):
+        fields = [{"name": k, "dtype": str(d), "shape": [int(x) for x in s]}
+                  for k, (d, s) in (self.fields or {}).items()]
+        doc = {"format": "trainstep-shards", "version": 1, "complete": complete, "fields": fields,
+               "shards": self.shards}
+        path = os.path.join(self.folder, "index.json")
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
+def _write_shards(source, folder, names, limit, shard_size):
+    if shard_size is not None and (not isinstance(shard_size, int) or shard_size < 1):
+        raise DataError(f"shard_size={shard_size!r}: a positive number of samples")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise DataError(f"{folder} is a file; shards go into a folder (or name a .npz)")
+    w = _ShardWriter(folder, shard_size)
+    for kind, index, leaves in _chunks(source, names, limit):
+        w.add(kind, index, leaves)
+    w.flush()
+    if w.fields is None:
+        raise DataError(f"{_what(source)} gave no samples")
+    w._index(complete=True)
+    keep = {s["file"] for s in w.shards}
+    for f in os.listdir(folder):  # shards of an earlier, longer write
+        if f.startswith("shard-") and f.endswith(".safetensors") and f not in keep:
+            os.remove(os.path.join(folder, f))
+    total = sum(s["samples"] for s in w.shards)
+    return {k: (str(d), [total, *map(int, s)]) for k, (d, s) in w.fields.items()}

@@ -89,6 +89,11 @@ def header_checksum(metadata, entries):
 
 def dumps(tensors, metadata=None):
     """Serialize {name: tensor} (+ optional {str: str} metadata) to bytes."""
+    return _dumps(tensors, metadata)[0]
+
+
+def _dumps(tensors, metadata):
+    """(bytes, the metadata written: checksum keys included)."""
     header = {}
     metadata = {k: v for k, v in (metadata or {}).items() if k not in _CHECKSUM_KEYS}
     for k, v in metadata.items():
@@ -122,12 +127,13 @@ def dumps(tensors, metadata=None):
     # Same spelling as the C++ writer (nlohmann: sorted keys, compact, UTF-8).
     text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks), metadata
 
 
 def save(path, tensors, metadata=None):
-    """Write a safetensors file atomically (temp file, fsync, rename)."""
-    data = dumps(tensors, metadata)
+    """Write a safetensors file atomically (temp file, fsync, rename).
+    Returns the metadata written, checksum keys included."""
+    data, written = _dumps(tensors, metadata)
     path = os.fspath(path)
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
@@ -150,6 +156,7 @@ def save(path, tensors, metadata=None):
         pass
     finally:
         os.close(dfd)
+    return written
 
 
 def load(path):

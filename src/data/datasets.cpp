@@ -8,6 +8,7 @@
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/npy.h"
+#include "data/shards.h"
 #include "data/synthetic.h"
 #include "data/text.h"
 #include "data/tokens.h"
@@ -96,7 +97,8 @@ TextDataset text_split(std::string name, std::vector<uint8_t> all, int64_t T, Sp
 
 const char* dataset_specs() {
   return "fashion-mnist | idx:DIR | autoencode:IMAGES | friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | "
-         "fortunes:T | text:FILE:T | npz:FILE | tokens:FILE:BLOCK[:DTYPE] | images:DIR:SIZE[:OPTION=VALUE]...";
+         "fortunes:T | text:FILE:T | npz:FILE | shards:DIR | tokens:FILE:BLOCK[:DTYPE] | "
+         "images:DIR:SIZE[:OPTION=VALUE]...";
 }
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
@@ -105,6 +107,10 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, Split split) {
   if (spec.rfind("npz:", 0) == 0) {
     if (spec.size() == 4) fail("dataset 'npz:' names no file: npz:FILE");
     return open_npz(spec.substr(4), split);
+  }
+  if (spec.rfind("shards:", 0) == 0) {
+    if (spec.size() == 7) fail("dataset 'shards:' names no folder: shards:DIR");
+    return open_shards(spec.substr(7), split);
   }
   if (spec.rfind("tokens:", 0) == 0) return open_tokens(spec, split);
   if (spec.rfind("images:", 0) == 0) return open_image_folder(spec, split);

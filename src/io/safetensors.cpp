@@ -62,13 +62,7 @@ struct DupKeyCheck {
   }
 };
 
-struct Entry {
-  std::string name;
-  DType dtype;
-  Shape shape;
-  uint64_t begin, end;
-  std::string checksum;  // expected XXH3-64 of the data, "" when the file has none
-};
+using Entry = SafeTensorsEntry;
 
 Entry parse_entry(const std::string& what, const std::string& name, const json& j,
                   uint64_t data_size) {
@@ -205,11 +199,7 @@ std::map<std::string, std::string> metadata_of(const json& h, const std::string&
 
 // The header of a file: metadata and tensor entries, checked to tile the
 // data block and, when the file has checksums, against its header checksum.
-struct Layout {
-  std::map<std::string, std::string> metadata;
-  std::vector<Entry> entries;  // by offset
-  bool checksummed = false;
-};
+using Layout = SafeTensorsLayout;
 
 void check_checksums(Layout& l, const std::string& what) {
   if (!has_checksums(l.metadata)) return;
@@ -321,6 +311,13 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
         src += k;
       },
       what);
+}
+
+SafeTensorsLayout parse_safetensors_layout(const char* data, uint64_t size, const std::string& what) {
+  const uint64_t n = header_length(data, size, what);
+  Layout l = parse_layout(data + 8, n, size - 8 - n, what);
+  l.data_offset = 8 + n;
+  return l;
 }
 
 namespace {

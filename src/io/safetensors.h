@@ -27,6 +27,25 @@ struct SafeTensors {
 
 using NamedTensors = std::vector<std::pair<std::string, const Tensor*>>;
 
+// A file's header without its data: the metadata and where each tensor lies.
+struct SafeTensorsEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;   // within the data block
+  std::string checksum;  // expected XXH3-64 (hex) of its bytes, "" when the file has none
+};
+struct SafeTensorsLayout {
+  std::map<std::string, std::string> metadata;  // checksum keys included
+  std::vector<SafeTensorsEntry> entries;        // by offset
+  bool checksummed = false;                     // the header checksum matched
+  uint64_t data_offset = 0;                     // the data block's first byte in the file
+};
+// Parses and checks the header of a whole file held in memory (e.g. a
+// mapped file) without touching its data: the caller checks a tensor's
+// bytes against its checksum when it reads them (checksum_hex).
+SafeTensorsLayout parse_safetensors_layout(const char* data, uint64_t size, const std::string& what);
+
 SafeTensors read_safetensors(const std::string& path);
 // Only the header's __metadata__ (reads the header, not the tensor data;
 // checks the header checksum, not the data's).

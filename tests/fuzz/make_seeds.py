@@ -194,6 +194,16 @@ put("idx", "images.idx.gz", gzip.compress(idx_bytes(images), mtime=0))
 put("idx", "labels.idx", idx_bytes(torch.tensor([1, 0, 9], dtype=torch.uint8)))
 
 
+# A shard folder's index.json and a shard, as trainstep.data.write writes them.
+SHARD_META = {"format": "trainstep-shard", "first_sample": "0", "samples": "3"}
+shard = safetensors_bytes({"ids": torch.arange(6).reshape(3, 2), "label/y": torch.tensor([0.5, 1.0, -2.0])},
+                          SHARD_META)
+put("shards", "shard-000000.safetensors", shard)
+put("shards", "index.json", json.dumps({
+    "format": "trainstep-shards", "version": 1, "complete": True,
+    "fields": [{"name": "ids", "dtype": "int64", "shape": [2]}, {"name": "label/y", "dtype": "float32", "shape": []}],
+    "shards": [{"file": "shard-000000.safetensors", "samples": 3, "header_checksum": "0123456789abcdef"}]}, indent=1))
+
 # Image seeds need PIL (the torch 2.x venv has it): small JPEGs (4:2:0,
 # 4:4:4, greyscale, progressive) and PNGs (RGB, grey, palette, RGBA,
 # 16-bit, interlaced).

@@ -16,6 +16,7 @@
 #include "data/image_decode.h"
 #include "data/image_transform.h"
 #include "data/npy.h"
+#include "data/shards.h"
 #include "io/checksum.h"
 #include "io/safetensors.h"
 #include "ir/program.h"
@@ -271,6 +272,20 @@ void npz(const uint8_t* data, size_t size) {
   }
 }
 
+void shards(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    ts::parse_shard_index(text, "index.json");
+  } catch (const ts::Error&) {
+  }
+  try {
+    const ts::SafeTensorsLayout l = ts::parse_safetensors_layout(text.data(), text.size(), "shard");
+    for (const auto& e : l.entries)
+      if (ts::checksum_hex(text.data() + l.data_offset + e.begin, e.end - e.begin).size() != 16) abort();
+  } catch (const ts::Error&) {
+  }
+}
+
 void image(const uint8_t* data, size_t size) {
   ts::RgbImage img;
   try {
@@ -294,6 +309,7 @@ const std::vector<NamedTarget>& all_targets() {
                                              {"checkpoint", checkpoint},
                                              {"idx", idx},
                                              {"npz", npz},
+                                             {"shards", shards},
                                              {"image", image}};
   return t;
 }

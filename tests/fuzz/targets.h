@@ -39,6 +39,10 @@ void idx(const uint8_t* data, size_t size);
 // A .npz archive -> read_npz_bytes (libzip, then each member's .npy
 // header and data); an input that starts with .npy's magic -> parse_npy.
 void npz(const uint8_t* data, size_t size);
+// A shard folder's index.json -> parse_shard_index; the same bytes as a
+// shard file -> parse_safetensors_layout, then each tensor's checksum over
+// the bytes the layout gives it (what the shard reader maps and checks).
+void shards(const uint8_t* data, size_t size);
 // A JPEG or PNG file -> decode_image (libjpeg-turbo, libspng), at most 1M
 // pixels; a decoded image then goes through the eval and a training
 // transform (resize and crop arithmetic on odd sizes).
