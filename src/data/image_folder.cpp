@@ -137,8 +137,9 @@ class ImageFolderDataset final : public Dataset {
   ImageFolderDataset(std::string dir, ImageTransform t, Split split) : dir_(std::move(dir)), t_(t) {
     std::error_code ec;
     if (!fs::is_directory(dir_, ec)) fail(dir_ + ": no such folder (images:DIR takes a folder of class folders)");
+    std::error_code entry_ec;  // an entry that cannot be stat'ed is not a class folder
     for (const auto& e : fs::directory_iterator(dir_, ec))
-      if (e.is_directory()) classes_.push_back(e.path().filename().string());
+      if (e.is_directory(entry_ec)) classes_.push_back(e.path().filename().string());
     if (ec) fail(dir_ + ": cannot list: " + ec.message());
     std::sort(classes_.begin(), classes_.end());
     if (classes_.empty()) fail(dir_ + ": no class folders (images:DIR takes DIR/CLASS/IMAGE files)");
@@ -149,7 +150,7 @@ class ImageFolderDataset final : public Dataset {
       const fs::path root = fs::path(dir_) / classes_[c];
       for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::follow_directory_symlink, ec);
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (!it->is_regular_file()) continue;
+        if (!it->is_regular_file(entry_ec)) continue;
         const std::string name = it->path().filename().string();
         const int kind = image_extension(name);
         if (kind < 0)

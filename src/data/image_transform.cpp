@@ -65,57 +65,90 @@ void axis_weights(int64_t in, int64_t out, int64_t first, int64_t n, Axis& a) {
 
 // Resizes the region (ry, rx, rh, rw) of img to oh x ow and writes the
 // window of it at (wy, wx), size x size, into dst as normalized CHW
-// float32, mirrored when flip. Two separable passes: along rows into a
-// float buffer (only the source rows the window needs), then down columns.
+// float32, mirrored when flip. Two separable passes through a float
+// buffer; the pass down columns runs on whole rows and vectorizes, the
+// pass along rows does not, so the order that gives the latter fewer rows
+// goes first: down columns first when the window reads more source rows
+// than it writes (a downscale), along rows first otherwise.
 void resample(const RgbImage& img, int64_t ry, int64_t rx, int64_t rh, int64_t rw, int64_t oh,
               int64_t ow, int64_t wy, int64_t wx, bool flip, const ImageTransform& t, float* dst) {
   thread_local Axis ax, ay;
   thread_local std::vector<float> tmp, acc;
-  const int64_t S = t.size;
+  const int64_t S = t.size, plane = S * S;
   axis_weights(rw, ow, wx, S, ax);
   axis_weights(rh, oh, wy, S, ay);
-  int64_t r0 = rh, r1 = 0;
-  for (int64_t k = 0; k < S; ++k)
+  int64_t r0 = rh, r1 = 0, c0 = rw, c1 = 0;  // the source rows and columns the window reads
+  for (int64_t k = 0; k < S; ++k) {
     if (ay.len[k] > 0) r0 = std::min<int64_t>(r0, ay.lo[k]), r1 = std::max<int64_t>(r1, ay.lo[k] + ay.len[k]);
-  const int64_t row = S * 3;
-  tmp.resize(static_cast<size_t>(std::max<int64_t>(r1 - r0, 0) * row));
-  acc.resize(static_cast<size_t>(row));
+    if (ax.len[k] > 0) c0 = std::min<int64_t>(c0, ax.lo[k]), c1 = std::max<int64_t>(c1, ax.lo[k] + ax.len[k]);
+  }
+  if (r1 <= r0 || c1 <= c0) r0 = r1 = c0 = c1 = 0;  // all padding
+  // ToTensor's v / 255, then Normalize's (v - mean) / std, as one multiply-add.
+  float scale[3], shift[3];
+  for (int c = 0; c < 3; ++c) scale[c] = 1.0f / (255.0f * t.std[c]), shift[c] = -t.mean[c] / t.std[c];
+  auto put = [&](int64_t y, int64_t x, const float* v) {
+    const int64_t at = y * S + (flip ? S - 1 - x : x);
+    const bool pad = ay.len[y] == 0 || ax.len[x] == 0;
+    for (int c = 0; c < 3; ++c) dst[c * plane + at] = pad ? shift[c] : v[c] * scale[c] + shift[c];
+  };
+  // One output pixel from a float row holding source columns [first, ...).
+  auto along = [&](const float* row, int64_t first, int64_t x, float* v) {
+    const float* w = ax.w.data() + x * ax.taps;
+    const float* p = row + (ax.lo[x] - first) * 3;
+    v[0] = v[1] = v[2] = 0;
+    for (int j = 0; j < ax.len[x]; ++j) {
+      v[0] += w[j] * p[3 * j];
+      v[1] += w[j] * p[3 * j + 1];
+      v[2] += w[j] * p[3 * j + 2];
+    }
+  };
+  if (r1 - r0 > S) {
+    const int64_t width = (c1 - c0) * 3;
+    tmp.resize(static_cast<size_t>(width));
+    for (int64_t y = 0; y < S; ++y) {
+      std::fill(tmp.begin(), tmp.end(), 0.0f);
+      float* out = tmp.data();
+      const float* w = ay.w.data() + y * ay.taps;
+      for (int j = 0; j < ay.len[y]; ++j) {
+        const uint8_t* src = img.px.data() + ((ry + ay.lo[y] + j) * img.w + rx + c0) * 3;
+        const float wj = w[j];
+#pragma omp simd
+        for (int64_t i = 0; i < width; ++i) out[i] += wj * static_cast<float>(src[i]);
+      }
+      float v[3] = {0, 0, 0};
+      for (int64_t x = 0; x < S; ++x) {
+        if (ax.len[x] > 0 && ay.len[y] > 0) along(out, c0, x, v);
+        put(y, x, v);
+      }
+    }
+    return;
+  }
+  // Along rows first: each source row the window reads, converted once.
+  const int64_t row = S * 3, width = (c1 - c0) * 3;
+  tmp.resize(static_cast<size_t>((r1 - r0) * row));
+  acc.resize(static_cast<size_t>(std::max(row, width)));
   for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* src = img.px.data() + ((ry + r) * img.w + rx) * 3;
+    const uint8_t* src = img.px.data() + ((ry + r) * img.w + rx + c0) * 3;
+    float* f = acc.data();
+#pragma omp simd
+    for (int64_t i = 0; i < width; ++i) f[i] = static_cast<float>(src[i]);
     float* out = tmp.data() + (r - r0) * row;
     for (int64_t x = 0; x < S; ++x) {
-      const float* w = ax.w.data() + x * ax.taps;
-      const uint8_t* p = src + static_cast<int64_t>(ax.lo[x]) * 3;
-      float c0 = 0, c1 = 0, c2 = 0;
-      for (int j = 0; j < ax.len[x]; ++j) {
-        c0 += w[j] * p[3 * j];
-        c1 += w[j] * p[3 * j + 1];
-        c2 += w[j] * p[3 * j + 2];
-      }
-      out[3 * x] = c0, out[3 * x + 1] = c1, out[3 * x + 2] = c2;
+      if (ax.len[x] > 0) along(f, c0, x, out + 3 * x);
+      else out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = 0;
     }
   }
-  // (v / 255 - mean) / std, ToTensor's then Normalize's arithmetic.
-  float mean[3], sd[3];
-  for (int c = 0; c < 3; ++c) mean[c] = t.mean[c], sd[c] = t.std[c];
-  const int64_t plane = S * S;
   for (int64_t y = 0; y < S; ++y) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    std::fill(acc.begin(), acc.begin() + row, 0.0f);
+    float* a = acc.data();
     const float* w = ay.w.data() + y * ay.taps;
     for (int j = 0; j < ay.len[y]; ++j) {
       const float* src = tmp.data() + (ay.lo[y] + j - r0) * row;
       const float wj = w[j];
 #pragma omp simd
-      for (int64_t x = 0; x < row; ++x) acc[x] += wj * src[x];
+      for (int64_t x = 0; x < row; ++x) a[x] += wj * src[x];
     }
-    for (int64_t x = 0; x < S; ++x) {
-      const bool pad = ay.len[y] == 0 || ax.len[x] == 0;
-      const int64_t dx = flip ? S - 1 - x : x;
-      for (int c = 0; c < 3; ++c) {
-        const float v = pad ? 0.0f : acc[3 * x + c] / 255.0f;
-        dst[c * plane + y * S + dx] = (v - mean[c]) / sd[c];
-      }
-    }
+    for (int64_t x = 0; x < S; ++x) put(y, x, a + 3 * x);
   }
 }
 
