@@ -6,9 +6,10 @@ write(source, path) turns what a training script already has into one
 array per field, the first dim the sample:
 
 - a dict of arrays or tensors (a column each);
-- a torch `Dataset`, or anything with len() and [i], read sample by sample
-  (a Hugging Face `datasets.Dataset` too: its rows are dicts of lists and
-  numbers; pad token lists to one length, e.g. padding="max_length");
+- a Hugging Face `datasets.Dataset`, read a block of rows at a time in
+  its numpy format (columnar, no per-row Python objects); pad token lists
+  to one length (e.g. padding="max_length");
+- a torch `Dataset`, or anything with len() and [i], read sample by sample;
 - a torch `DataLoader`, read batch by batch (its transforms and sampler
   apply; its batches are concatenated);
 - any iterable of samples.
@@ -101,6 +102,8 @@ def _columns(source, names, limit):
         return {k: v[:limit] for k, v in cols.items()}
     if isinstance(source, torch.utils.data.DataLoader):
         return _batches(source, names, limit)
+    if _is_hf_dataset(source):
+        return _batches(_hf_blocks(source, limit), names, limit, "rows from")
     if hasattr(source, "__len__") and hasattr(source, "__getitem__"):
         n = len(source) if limit is None else min(len(source), limit)
         return _stack((source[i] for i in range(n)), names)
@@ -185,11 +188,35 @@ def _stack(samples, names):
     return {k: np.stack(v) for k, v in rows.items()}
 
 
-def _batches(loader, names, limit):
+def _is_hf_dataset(x):
+    """A Hugging Face datasets.Dataset, by its API (datasets need not be installed)."""
+    return all(hasattr(x, a) for a in ("with_format", "features", "column_names", "__len__"))
+
+
+HF_BLOCK = 1024
+
+
+def _hf_blocks(ds, limit):
+    """(label, {column: array of rows}) blocks of an HF dataset, in its numpy format."""
+    n = len(ds) if limit is None else min(len(ds), limit)
+    rows = ds.with_format("numpy")
+    for start in range(0, n, HF_BLOCK):
+        block = rows[start:min(n, start + HF_BLOCK)]
+        for k, v in block.items():
+            if isinstance(v, np.ndarray) and v.dtype == object:
+                raise DataError(f"column {k} of rows {start}..{min(n, start + HF_BLOCK) - 1} holds rows of "
+                                "different lengths or non-numbers: pad them to one length (e.g. "
+                                "padding=\"max_length\") or drop the column (remove_columns)")
+        yield start, block
+
+
+def _batches(loader, names, limit, what="batch"):
     parts, first = {}, None
     taken = 0
     for b, batch in enumerate(loader):
-        where = f"batch {b}"
+        if what != "batch":  # pre-labelled blocks: (first row, block)
+            b, batch = batch
+        where = f"{what} {b}"
         leaves = {k: _array(v, k, where) for k, v in _fields(batch, names, where).items()}
         if first is None:
             first = {k: (a.dtype, a.shape[1:]) for k, a in leaves.items()}
@@ -197,7 +224,7 @@ def _batches(loader, names, limit):
         n = None
         for k, a in leaves.items():
             if a.ndim == 0 or (a.dtype, a.shape[1:]) != first[k]:
-                raise DataError(f"field {k}: {where} is {a.dtype}{list(a.shape)}, batch 0 was "
+                raise DataError(f"field {k}: {where} is {a.dtype}{list(a.shape)}, {what} 0 was "
                                 f"{first[k][0]}[B, {', '.join(map(str, first[k][1]))}]")
             if n is not None and len(a) != n:
                 raise DataError(f"{where}: field {k} has {len(a)} samples, others {n}")
@@ -239,17 +266,19 @@ def _chunks(source, names, limit):
         cols = _columns(source, names, limit)
         yield "column", 0, cols
         return
-    if isinstance(source, torch.utils.data.DataLoader):
+    if isinstance(source, torch.utils.data.DataLoader) or _is_hf_dataset(source):
         taken = 0
-        for b, batch in enumerate(source):
-            where = f"batch {b}"
+        blocks = _hf_blocks(source, limit) if _is_hf_dataset(source) else enumerate(source)
+        kind = "rows from" if _is_hf_dataset(source) else "batch"
+        for b, batch in blocks:
+            where = f"{kind} {b}"
             leaves = {k: _array(v, k, where) for k, v in _fields(batch, names, where).items()}
             for k, a in leaves.items():
                 if a.ndim == 0:
                     raise DataError(f"field {k}: {where} is {a.dtype}[], not a batch")
             if limit is not None:
                 leaves = {k: a[:limit - taken] for k, a in leaves.items()}
-            yield "batch", b, leaves
+            yield kind, b, leaves
             taken += len(next(iter(leaves.values()))) if leaves else 0
             if limit is not None and taken >= limit:
                 return

@@ -126,3 +126,65 @@ def test_trainstep_trains_on_what_write_wrote(artifacts, tmp_path):
     out = run("train", art, "--data", f"npz:{tmp_path / 'train.npz'}", "--test-data",
               f"npz:{tmp_path / 'test.npz'}", "--epochs", 2).stdout
     assert "64 train / 20 test samples" in out and "epoch 2:" in out, out
+
+
+class HFLike:
+    """The part of a Hugging Face datasets.Dataset that write() uses (the
+    real library is not in the test venv: see docs/data.md): len(),
+    column_names, features and with_format("numpy"), whose slices are
+    dicts of column arrays. Its rows would also answer ds[i], which the
+    columnar path must not need."""
+
+    def __init__(self, columns):
+        self.columns, self.features, self.column_names = columns, {}, list(columns)
+
+    def __len__(self):
+        return len(next(iter(self.columns.values())))
+
+    def with_format(self, kind):
+        assert kind == "numpy"
+        cols = self.columns
+
+        class Numpy:
+            def __getitem__(self, s):
+                assert isinstance(s, slice)
+                return {k: (np.array(v[s], dtype=object) if any(len(r) != len(v[0]) for r in v[s])
+                            else np.asarray(v[s])) if isinstance(v[0], list) else np.asarray(v[s])
+                        for k, v in cols.items()}
+        return Numpy()
+
+    def __getitem__(self, i):
+        raise AssertionError("read row by row")
+
+
+@pytest.mark.parametrize("target", ["d.npz", "shards"])
+def test_hf_dataset_is_read_in_column_blocks(tmp_path, monkeypatch, target):
+    monkeypatch.setattr(data, "HF_BLOCK", 7)
+    n = 30
+    ids = [[(i * 3 + j) % 50 for j in range(5)] for i in range(n)]
+    ds = HFLike({"input_ids": ids, "label": [i % 2 for i in range(n)]})
+    info = data.write(ds, tmp_path / target, limit=25)
+    assert info == {"input_ids": ("int64", [25, 5]), "label": ("int64", [25])}
+    want = {"input_ids": np.array(ids[:25]), "label": np.arange(25) % 2}
+    if target == "d.npz":
+        _assert_file(tmp_path / target, want)
+    else:
+        out = tmp_path / "back.npz"
+        run("data", f"shards:{tmp_path / target}", "--split", "all", "--write", out, "--count", 25)
+        _assert_file(out, want)
+    ragged = HFLike({"ids": [[1, 2], [3]]})
+    with pytest.raises(data.DataError, match=r"column ids of rows 0\.\.1 holds rows of different lengths"):
+        data.write(ragged, tmp_path / "r.npz")
+
+
+def test_real_hf_dataset_matches_its_rows(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = {"input_ids": [[i, i + 1, i + 2] for i in range(40)], "label": list(range(40)),
+            "score": [i / 3 for i in range(40)]}
+    ds = datasets.Dataset.from_dict(rows)
+    data.write(ds, tmp_path / "c.npz")
+    data.write([ds[i] for i in range(len(ds))], tmp_path / "r.npz")  # the row path
+    with np.load(tmp_path / "c.npz") as c, np.load(tmp_path / "r.npz") as r:
+        for k in rows:
+            assert c[k].dtype == r[k].dtype, k
+            np.testing.assert_array_equal(c[k], r[k], err_msg=k)
