@@ -366,7 +366,9 @@ class Run {
       ob_.on_note(Note::SlowData,
                   "the steps waited for data " + std::to_string(int(100 * rep.data_wait / rep.seconds)) +
                       "% of epoch " + std::to_string(e + 1) + ": the loader is behind; more loader "
-                      "threads may help (--data-threads, now " + std::to_string(pf_.threads()) + ")");
+                      "threads may help (--data-threads, now " + std::to_string(pf_.threads()) +
+                      "), and where steps are short, fewer compute threads (--threads) leave the "
+                      "loader more of the cores");
     }
     double sums[2] = {loss_sum_, double(loss_count_)};
     if (s_.world_size() > 1)  // the report covers every rank's batches
