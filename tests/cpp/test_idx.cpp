@@ -190,7 +190,7 @@ TEST(Dataset, UnknownSpecNamesTheChoices) {
   std::string msg = error_of([] { ts::open_dataset("cifar", ts::Split::Train); });
   EXPECT_EQ(msg, "unknown dataset 'cifar' (expected fashion-mnist | idx:DIR | autoencode:IMAGES | "
                  "friedman1[:SIGMA[:N_TRAIN[:N_TEST]]] | fortunes:T | text:FILE:T | npz:FILE | "
-                 "tokens:FILE:BLOCK[:DTYPE])");
+                 "shards:DIR | tokens:FILE:BLOCK[:DTYPE] | images:DIR:SIZE[:OPTION=VALUE]...)");
 }
 
 TEST(Dataset, BatchThatDoesNotFitTheModelIsNamed) {
