@@ -2,18 +2,10 @@
 
 #include <cstring>
 
+#include "data/splitmix.h"
 #include "trainstep/error.h"
 
 namespace ts {
-
-namespace {
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 Batcher::Batcher(const Dataset& d, int64_t batch) : d_(d), n_(d.size()), batch_(batch) {
   if (batch <= 0) fail("batch size must be positive, got " + std::to_string(batch));

@@ -2,6 +2,7 @@
 // bits, and the defaults of its two forms (a dataset implements one).
 #include <string>
 
+#include "data/splitmix.h"
 #include "trainstep/dataset.h"
 #include "trainstep/error.h"
 
@@ -10,12 +11,7 @@ namespace ts {
 std::string Field::str() const { return name + ": " + TensorType{dtype, shape}.str(); }
 
 namespace {
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t mix(uint64_t z) { return splitmix64(z); }
 }  // namespace
 
 uint64_t sample_random(const ReadContext& c, int64_t i) {

@@ -1,10 +1,6 @@
 #include "data/image_folder.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +10,7 @@
 
 #include "data/image_decode.h"
 #include "data/image_transform.h"
+#include "io/atomic_file.h"
 #include "trainstep/error.h"
 
 namespace ts {
@@ -191,11 +188,10 @@ class ImageFolderDataset final : public Dataset {
     if (out[1]) *static_cast<int64_t*>(out[1]) = labels_[i];
     float* x = static_cast<float*>(out[0]);
     if (!x) return;
-    thread_local std::vector<uint8_t> bytes;
-    thread_local RgbImage img;
+    thread_local RgbImage img;  // decoded pixels: reused, an image's largest buffer
     const std::string& path = paths_[i];
-    load(path, bytes);
-    decode_image(bytes.data(), bytes.size(), path, img);
+    const std::string bytes = read_file(path);
+    decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path, img);
     if (c.train) {
       SampleRng rng(sample_random(c, i));
       transform_train(img, t_, random_crop(t_, img.h, img.w, rng), x);
@@ -205,26 +201,6 @@ class ImageFolderDataset final : public Dataset {
   }
 
  private:
-  // The whole file into buf, reusing its memory.
-  static void load(const std::string& path, std::vector<uint8_t>& buf) {
-    struct Fd {
-      int fd;
-      ~Fd() { if (fd >= 0) ::close(fd); }
-    } f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0) fail(path + ": " + std::strerror(errno));
-    buf.clear();
-    size_t n = 0;
-    for (;;) {
-      if (buf.size() < n + 65536) buf.resize(std::max<size_t>(n + 65536, buf.size() * 2));
-      const ssize_t r = ::read(f.fd, buf.data() + n, buf.size() - n);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) fail(path + ": cannot read: " + std::strerror(errno));
-      if (r == 0) break;
-      n += static_cast<size_t>(r);
-    }
-    buf.resize(n);
-  }
-
   std::string dir_;
   ImageTransform t_;
   std::vector<std::string> classes_;

@@ -4,14 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#include "data/splitmix.h"
+
 namespace ts {
 
-uint64_t SampleRng::next() {
-  uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t SampleRng::next() { return splitmix64(s_); }
 
 double SampleRng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 

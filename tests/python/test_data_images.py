@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import SPECS, run
-from test_data_sources import _assert_same_state, _resumed_mid_epoch, sample_random
+from test_data_sources import _mix, _resumed_mid_epoch, sample_random
 
 PIL = pytest.importorskip("PIL.Image")
 M64 = (1 << 64) - 1
@@ -47,12 +47,10 @@ class _Rng:
     def __init__(self, seed):
         self.s = seed
 
-    def next(self):
+    def next(self):  # splitmix64: mix the state, then advance it
+        z = _mix(self.s)
         self.s = (self.s + 0x9E3779B97F4A7C15) & M64
-        z = self.s
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-        return z ^ (z >> 31)
+        return z
 
     def uniform(self):
         return (self.next() >> 11) * 2.0 ** -53
