@@ -31,10 +31,13 @@ namespace ts {
 struct Artifact;
 struct SafeTensors;
 struct Program;
-struct StateSpec;
+struct Target;
 class Executor;
 class BoundStep;
 class ComputeDevice;
+class StateStore;
+class GradAccumulator;
+class NonFinitePolicy;
 struct NodeTime;
 enum class StepKind : int;
 
@@ -131,8 +134,8 @@ class Session {
   float train_step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets);
   // NonFinite::Skip: optimizer steps whose update was dropped (kept in
   // checkpoints), and whether the last train_step / apply_grads was one.
-  int64_t skipped_steps() const { return skipped_; }
-  bool last_step_skipped() const { return last_skipped_; }
+  int64_t skipped_steps() const;
+  bool last_step_skipped() const;
   // One eval step (model.eval()); read the results below. A model that
   // samples in eval mode draws from the eval stream at eval_offset(), which
   // each eval_step advances by one; set it to 0 before an evaluation pass
@@ -239,47 +242,29 @@ class Session {
   void eval_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n);
   BoundStep* find_step(StepKind k) const;  // null when the artifact has none
   BoundStep& step(StepKind k) const;       // the train or eval step (always there)
-  // New state from a step's outputs back into the state tensors.
-  void copy_out_state(const BoundStep& b, const std::vector<std::pair<int, Tensor*>>& outs);
-  // After an optimizer step whose results failed the check: throws (Stop)
-  // or counts the skip (Skip), keeping the state. The step counter advances.
-  void on_nonfinite(const std::string& what);
+  // After a step ran: its new state checked (as on_nonfinite says) and
+  // kept, or the step dropped. Returns whether it was kept.
+  bool keep_state(BoundStep& b, bool with_loss);
   // Writes lr_ into the LR input, in its dtype (float32 or float64).
   void set_lr_input();
-  // The RNG seed input of this rank's steps: the seed itself on rank 0,
-  // a different stream on every other rank.
-  int64_t rank_seed() const;
-  // apply_grads with several ranks: the accumulators summed over them.
-  void reduce_grads();
-  // Throws unless every rank loaded the same model and state layout.
-  void check_replicas() const;
+  void report_step(double seconds, double loss);
 
-  // On a device the state lives there; state_ is its host copy, read back
-  // when stale (after a step) and written through by set_state.
-  void sync_host_state() const;
-
+  // The parts a session is made of (src/runtime/): it owns them, they work.
   std::shared_ptr<const Artifact> artifact_;
   SessionOptions opts_;
-  std::vector<std::string> names_;
-  mutable std::map<std::string, HostTensor> state_;
-  std::unique_ptr<ComputeDevice> device_;     // null on the CPU
-  std::shared_ptr<void> device_state_buf_;    // one allocation for all state
-  std::map<std::string, void*> device_state_;
-  mutable bool host_stale_ = false;
-  std::map<std::string, HostTensor> grads_;  // accumulators, by parameter name (grad_step)
+  const Target* target_;                       // what the device can do
+  std::unique_ptr<ComputeDevice> device_;      // the CPU, or a device
+  std::unique_ptr<StateStore> state_;          // parameters, buffers, optimizer state
+  std::unique_ptr<GradAccumulator> grads_;     // grad_step's sums (empty without)
+  std::unique_ptr<NonFinitePolicy> nonfinite_;
   std::map<StepKind, std::unique_ptr<BoundStep>> steps_;
-  HostTensor lr_t_, seed_t_, step_t_, eval_offset_t_;
+  HostTensor lr_t_, seed_t_, step_t_, eval_offset_t_;  // the steps' scalar inputs
   double lr_ = 0;
-  int64_t seed_ = 0, step_ = 0, skipped_ = 0, eval_offset_ = 0;
-  bool last_skipped_ = false;
-  bool skip_pending_ = false;  // a micro-batch since the last apply was not finite
+  int64_t seed_ = 0, step_ = 0, eval_offset_ = 0;
   int64_t micro_ = 0, accumulation_ = 1;
-  size_t state_bytes_ = 0, grads_bytes_ = 0;
-  Buffer staging_;  // see copy_out_state
   std::function<void(const StepMetrics&)> on_step_;
   double micro_seconds_ = 0;  // compute time of the grad_steps since the last apply
   float last_loss_ = 0;
-  void report_step(double seconds, double loss);
 };
 
 }  // namespace ts

@@ -47,34 +47,29 @@ void cleanup(Function& f) {
 
 }  // namespace
 
-void optimize(Function& f, const CompileOptions& o, Device d) {
+void optimize(Function& f, const CompileOptions& o, const Target& t) {
   if (o.cleanup) cleanup(f);
   // Fusion after cleanup, so groups see folded constants and no no-op
   // arithmetic. Transposes fold into matmuls and relus into convs before
   // the elementwise groups form, so those relus are not grouped away.
   if (o.fusion) {
-    // Batched products with transposed operands only on the CPU for now:
-    // the CUDA trainstep.matmul takes rank 2 (its cuBLASLt layouts would
-    // take rank 3, but no GPU has run that yet).
-    fold_transpose(f, d == Device::Cpu);
-    // The relu folds and blocked layouts are oneDNN's forms: the CUDA
-    // kernels take plain layouts and the unfused ops.
-    if (d == Device::Cpu) {
-      // Not yet measured with cuBLAS, so the CUDA steps keep their sums.
-      merge_summed_products(f);
-      // After fold_transpose, which reads a transpose feeding a product in
-      // place; the CUDA as_strided has not run these (stride-0) gathers.
-      compose_views(f);
+    fold_transpose(f, t.batched_transpose);
+    if (t.merged_products) merge_summed_products(f);
+    // After fold_transpose, which reads a transpose feeding a product in place.
+    if (t.composed_views) compose_views(f);
+    if (t.relu_fusion) {
       fuse_conv_relu(f);
       fuse_relu_backward(f);
     }
     fuse_elementwise(f);
     // Last: it needs the final producers and readers of each activation.
-    if (d == Device::Cpu) plan_layouts(f, preferred_channel_block());
+    if (t.blocked_layouts) plan_layouts(f, preferred_channel_block());
   }
   // In-place planning happens in the executor's memory plan; this order
   // lets it free each gradient as soon as its update has run.
   if (o.inplace) schedule_updates_early(f);
 }
+
+void optimize(Function& f, const CompileOptions& o, Device d) { optimize(f, o, target_of(d)); }
 
 }  // namespace ts

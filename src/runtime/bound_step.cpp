@@ -35,21 +35,21 @@ const char* step_function_name(StepKind k) {
   return "?";
 }
 
-BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan plan, int threads,
-                     const StepBindings& b, const std::string& artifact)
-    : kind_(kind), fn_(std::move(fn)) {
+BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan plan,
+                     ComputeDevice& device, const Target& t, const StepBindings& b,
+                     const std::string& artifact)
+    : kind_(kind), fn_(std::move(fn)), host_memory_(t.host_memory) {
   const Function& f = *fn_;
   const std::string where = artifact + ": " + f.name;
-  if (b.device) dev_ = b.device->compile(f, std::move(plan));
-  else ex_ = std::make_unique<Executor>(f, threads, std::move(plan), b.collective);
-  // Every non-batch input, once: on a device the state is the session's
-  // device copy, the rest is host memory the step copies in at each run.
+  dev_ = device.compile(f, std::move(plan));
+  // Every non-batch input, once: the state is the session's device state,
+  // the rest is host memory the step reads at each run.
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const Port& in = f.inputs[i];
     void* data = nullptr;
     switch (in.role) {
       case Role::State:
-        data = dev_ ? b.device_state->at(in.state) : b.state->at(in.state).view.data;
+        data = b.device_state->at(in.state);
         break;
       case Role::Lr: data = b.lr; break;
       case Role::RngSeed: data = b.seed; break;
@@ -67,8 +67,7 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
         fail(where + ": input '" + in.name + "' has role '" + role_name(in.role) +
              "', which is an output role");
     }
-    if (!dev_) ex_->bind_input(int(i), data);
-    else if (in.role == Role::State) dev_->bind_device_input(int(i), data);
+    if (in.role == Role::State) dev_->bind_device_input(int(i), data);
     else dev_->bind_host_input(int(i), data);
   }
   inputs_ = f.inputs_of(Role::Input);
@@ -92,13 +91,12 @@ BoundStep::BoundStep(StepKind kind, std::unique_ptr<Function> fn, MemoryPlan pla
 }
 
 Executor& BoundStep::executor() {
-  if (!ex_) fail(fn_->name + " runs on a device, not on the CPU's executor");
-  return *ex_;
+  Executor* ex = dev_->executor();
+  if (!ex) fail(fn_->name + " runs on a device, not on the CPU's executor");
+  return *ex;
 }
 
 const Executor& BoundStep::executor() const { return const_cast<BoundStep*>(this)->executor(); }
-
-size_t BoundStep::memory_bytes() const { return dev_ ? dev_->device_bytes() : ex_->arena_bytes(); }
 
 float BoundStep::loss_value() const { return static_cast<float>(element(output(loss_), 0)); }
 
@@ -120,10 +118,7 @@ void BoundStep::bind_batch(const std::vector<Tensor>& inputs, const Tensor* targ
   check("model input(s)", "input", inputs_, inputs.data(), inputs.size());
   check("target(s)", "target", targets_, targets, n_targets);
   auto bind = [&](const std::vector<int>& slots, const Tensor* given) {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (dev_) dev_->bind_host_input(slots[i], given[i].data);
-      else ex_->bind_input(slots[i], given[i].data);
-    }
+    for (size_t i = 0; i < slots.size(); ++i) dev_->bind_host_input(slots[i], given[i].data);
   };
   bind(inputs_, inputs.data());
   bind(targets_, targets);
@@ -136,7 +131,7 @@ std::string BoundStep::find_nonfinite(bool with_loss, const Renewal& outs, const
     if (int64_t i = first_nonfinite(l, threads); i >= 0) return "the loss is " + describe(l, i);
   }
   const Function& fn = *fn_;
-  if (dev_) {  // checked on the device, where the new state is
+  if (!host_memory_) {  // checked on the device, where the new state is
     const int out = dev_->first_nonfinite_state();
     if (out < 0) return {};
     const Port& port = fn.outputs[out];
@@ -150,7 +145,7 @@ std::string BoundStep::find_nonfinite(bool with_loss, const Renewal& outs, const
     // an attention mask of -inf) was not made non-finite by this step.
     const int in = fn.find_input(Role::State, port.state);
     if (port.role == Role::State && in >= 0 && fn.inputs[in].value == port.value) continue;
-    const Tensor& t = ex_->output(out);
+    const Tensor& t = dev_->output(out);
     const int64_t i = first_nonfinite(t, threads);
     if (i < 0) continue;
     if (port.role == Role::Grad) return "the gradient of '" + port.state + "' is " + describe(t, i);

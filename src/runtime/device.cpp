@@ -2,13 +2,7 @@
 
 namespace ts {
 
-Device parse_device(const std::string& name) {
-  if (name == "cpu") return Device::Cpu;
-  if (name == "cuda") return Device::Cuda;
-  fail("unknown device '" + name + "' (expected cpu or cuda)");
-}
-
-const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+std::unique_ptr<ComputeDevice> open_cpu_device(int threads, Collective* collective);
 
 #ifdef TRAINSTEP_HAVE_CUDA
 std::unique_ptr<ComputeDevice> open_cuda_device();  // src/cuda/device.cpp
@@ -23,8 +17,8 @@ std::vector<std::string> device_kernel_ops(Device d) {
   return {};
 }
 
-std::unique_ptr<ComputeDevice> open_device(Device d) {
-  if (d == Device::Cpu) fail("open_device: the CPU is not a separate device");
+std::unique_ptr<ComputeDevice> open_device(Device d, int threads, Collective* collective) {
+  if (d == Device::Cpu) return open_cpu_device(threads, collective);
 #ifdef TRAINSTEP_HAVE_CUDA
   return open_cuda_device();
 #else

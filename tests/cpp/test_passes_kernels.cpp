@@ -11,6 +11,8 @@
 #include "passes/fold_transpose.h"
 #include "passes/fuse_conv_relu.h"
 #include "passes/merge_products.h"
+#include "passes/pipeline.h"
+#include "runtime/compile_steps.h"
 #include "runtime/executor.h"
 
 using namespace ts_test;
@@ -416,4 +418,53 @@ TEST(ComposeViews, ChainsOfCopiesBecomeOneGather) {
   };
   EXPECT_EQ(dump(f), want);
   expect_same_outputs(before, f, 3);
+}
+
+// The pipeline asks the device's Target, not which device it is: each field
+// turns its pass on or off, whatever the device.
+TEST(Target, FieldsChooseThePasses) {
+  Builder b;
+  int x = b.input("x", F({2, 3, 8, 8})), w = b.input("w", F({4, 3, 3, 3}));
+  int cv = b.node("convolution", "aten.convolution.default", {x, w, -1}, F({2, 4, 6, 6}), conv_attrs());
+  b.output(b.node("relu", "aten.relu.default", {cv}, F({2, 4, 6, 6})));
+  const Function base = b.done();
+  auto ops = [](const Function& f) {
+    std::string s;
+    for (const ts::Node& n : f.nodes)
+      if (!n.dead) s += n.op + ";";
+    return s;
+  };
+  ts::CompileOptions o;
+  for (ts::Device d : {ts::Device::Cpu, ts::Device::Cuda})
+    for (bool fuse : {false, true}) {
+      ts::Target t = ts::target_of(d);
+      t.relu_fusion = fuse;
+      t.blocked_layouts = false;  // plan_layouts' choice depends on the CPU's ISA
+      Function f = base;
+      ts::optimize(f, o, t);
+      EXPECT_EQ(ops(f), fuse ? "trainstep.conv2d_relu;" : "aten.convolution.default;aten.relu.default;")
+          << ts::device_name(d);
+    }
+  // The CPU's own target fuses; CUDA's takes the unfused ops.
+  Function cpu = base, cuda = base;
+  ts::optimize(cpu, o, ts::Device::Cpu);
+  ts::optimize(cuda, o, ts::Device::Cuda);
+  EXPECT_EQ(ops(cpu), "trainstep.conv2d_relu;");
+  EXPECT_EQ(ops(cuda), "aten.convolution.default;aten.relu.default;");
+}
+
+// Every refusal of a missing capability names the devices that have it.
+TEST(Target, RefusalsNameTheDevicesThatCan) {
+  EXPECT_EQ(ts::devices_with(&ts::Target::grad_steps), "cpu");
+  EXPECT_EQ(ts::runs_only_on("x", &ts::Target::data_parallel), "x runs on --device cpu only");
+  ts::SessionOptions o;
+  o.on_nonfinite = ts::NonFinite::Skip;
+  ts::check_supported(o, ts::target_of(ts::Device::Cpu), "a.tstep");
+  try {
+    ts::check_supported(o, ts::target_of(ts::Device::Cuda), "a.tstep");
+    FAIL() << "CUDA ran --on-nonfinite skip";
+  } catch (const ts::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "a.tstep: --on-nonfinite skip runs on --device cpu only (use stop or off)");
+  }
 }

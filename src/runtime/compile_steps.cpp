@@ -1,0 +1,123 @@
+#include "runtime/compile_steps.h"
+
+#include <unistd.h>
+
+#include "passes/data_parallel.h"
+#include "passes/pipeline.h"
+
+namespace ts {
+
+namespace {
+
+size_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
+}
+
+// The LR input is a 0-d float32, or float64 for a float64 model (the
+// exporter's capture.lr_dtype); every step function must agree.
+DType lr_dtype(const Program& p, const std::string& artifact) {
+  bool seen = false;
+  DType dt = DType::F32;
+  for (const char* name : {"train_step", "apply_step"}) {
+    if (!p.functions.count(name)) continue;
+    const Function& f = p.function(name);
+    const int i = f.find_input(Role::Lr);
+    if (i < 0) continue;
+    const TensorType& t = f.inputs[i].type;
+    if (!t.shape.empty() || (t.dtype != DType::F32 && t.dtype != DType::F64))
+      fail(artifact + ": " + name + "'s lr input is " + t.str() +
+           ", not a 0-d float32 or float64");
+    if (seen && t.dtype != dt) fail(artifact + ": the step functions' lr inputs differ in dtype");
+    dt = t.dtype;
+    seen = true;
+  }
+  return dt;
+}
+
+}  // namespace
+
+std::string runs_only_on(const std::string& what, bool Target::*field) {
+  return what + " runs on --device " + devices_with(field) + " only";
+}
+
+void check_supported(const SessionOptions& o, const Target& t, const std::string& artifact) {
+  if (o.collective && o.collective->size() > 1 && !t.data_parallel)
+    fail(artifact + ": " + runs_only_on("data-parallel training", &Target::data_parallel));
+  if (o.on_nonfinite == NonFinite::Skip && !t.skip_nonfinite)
+    fail(artifact + ": " + runs_only_on("--on-nonfinite skip", &Target::skip_nonfinite) +
+         " (use stop or off)");
+}
+
+CompiledSteps compile_steps(const Artifact& a, const SessionOptions& o, const Target& t) {
+  const Program& p = a.program;
+  const std::string& path = a.path;
+  const size_t limit = o.max_memory ? o.max_memory : physical_memory();
+  const std::string limit_text =
+      "the memory limit of " + bytes_str(limit) + " (" + std::to_string(limit) + " bytes, " +
+      (o.max_memory ? "--max-memory)" : "the machine's physical memory; see --max-memory)");
+  size_t state_bytes = 0;
+  for (const auto& s : p.state) state_bytes += s.type.nbytes();
+  if (state_bytes > limit)
+    fail(path + ": the state needs " + bytes_str(state_bytes) + ", more than " + limit_text);
+  for (const auto& [fname, f] : p.functions)
+    for (size_t v = 0; v < f.value_types.size(); ++v)
+      if (f.value_types[v].nbytes() > limit) {
+        const int at = f.producer[v];
+        fail(path + ": function '" + fname + "': value '" + f.value_names[v] + "'" +
+             (at >= 0 ? " (node '" + f.nodes[at].name + "', " + f.nodes[at].op + ")" : "") +
+             " is " + f.value_types[v].str() + ", " + bytes_str(f.value_types[v].nbytes()) +
+             ", more than " + limit_text);
+      }
+
+  CompiledSteps r;
+  r.lr_dtype = lr_dtype(p, path);
+  const bool parallel = o.collective && o.collective->size() > 1;
+  if (parallel && (!p.functions.count("grad_step") || !p.functions.count("apply_step")))
+    fail(path + ": data-parallel training needs grad_step and apply_step; export the "
+         "artifact with --grads");
+  for (StepKind k : kStepKinds) {
+    if (!p.functions.count(step_function_name(k))) continue;
+    // A target without gradient accumulation has no grad_step/apply_step
+    // (Session::grad_step says so).
+    if (!t.grad_steps && (k == StepKind::Grad || k == StepKind::Apply)) continue;
+    auto f = k == StepKind::Train && parallel
+                 ? std::make_unique<Function>(data_parallel_step(
+                       p.function("grad_step"), p.function("apply_step"), o.buckets, path))
+                 : std::make_unique<Function>(p.function(step_function_name(k)));
+    optimize(*f, o.compile, t);
+    r.steps.push_back({k, std::move(f), {}});
+    if (k == StepKind::Grad) r.grad_step = r.steps.back().fn.get();
+  }
+  size_t grads_bytes = 0;
+  if (r.grad_step)
+    for (const Port& out : r.grad_step->outputs) {
+      if (out.role != Role::Grad) continue;
+      const StateSpec* ss = p.find_state(out.state);
+      if (!ss || ss->type != out.type ||
+          (out.type.dtype != DType::F32 && out.type.dtype != DType::F64))
+        fail(path + ": grad_step's gradient of '" + out.state +
+             "' is not a float32 or float64 tensor shaped like that parameter");
+      grads_bytes += out.type.nbytes();
+    }
+
+  // In place: new state is written into the state's buffers where the plan
+  // allows. Skipping a non-finite step needs the old state to survive the
+  // step, so that mode does not donate.
+  const bool donate = o.on_nonfinite != NonFinite::Skip;
+  size_t need = state_bytes + grads_bytes;
+  std::string parts;
+  for (CompiledStep& s : r.steps) {
+    s.plan = plan_memory(*s.fn, o.compile.inplace, donate);
+    need += s.plan.arena_bytes;
+    parts += std::string(", ") + s.fn->name + " arena " + bytes_str(s.plan.arena_bytes);
+  }
+  if (need > limit)
+    fail(path + ": the session needs " + bytes_str(need) + " (" + std::to_string(need) +
+         " bytes: state " + bytes_str(state_bytes) +
+         (r.grad_step ? ", gradients " + bytes_str(grads_bytes) : std::string()) + parts +
+         "), more than " + limit_text);
+  return r;
+}
+
+}  // namespace ts
