@@ -41,24 +41,6 @@ class NonFinitePolicy;
 struct NodeTime;
 enum class StepKind : int;
 
-// What a training step does when the loss or a new state tensor is NaN or
-// inf. Checked after every train_step and apply_grads: the loss, then each
-// new state tensor (params, buffers, optimizer state) in the step's output
-// order. train_step does not output gradients (a non-finite gradient shows
-// up in the optimizer state or the parameters it updates); grad_step does,
-// and checks them too.
-enum class NonFinite {
-  Ignore,  // no check
-  Stop,    // throw ts::Error naming the step and the first non-finite tensor
-  // Keep the state from before the step (as AMP's GradScaler skips an
-  // update), count it in skipped_steps(), and go on; the step counter still
-  // advances (the batch is consumed). Cost: new state cannot be written in
-  // place over the old (no donation), so the step's arena grows by the
-  // state's size and every step copies the new state back (a memcpy of the
-  // state), as with --no-inplace.
-  Skip,
-};
-
 // What a session reports after each optimizer step (Session::on_step).
 struct StepMetrics {
   int64_t step = 0;        // global steps taken, this one included
@@ -66,26 +48,6 @@ struct StepMetrics {
   double loss = 0;         // the step's loss (grad_step + apply_grads: the last micro-batch's)
   double seconds = 0;      // wall time of the step's compute (all its micro-batches)
   bool skipped = false;    // dropped as non-finite (NonFinite::Skip)
-};
-
-struct SessionOptions {
-  int threads = 0;  // 0: the calling thread's OpenMP default
-  Device device = Device::Cpu;  // see trainstep/options.h
-  CompileOptions compile;
-  // Bound on the memory the session allocates for state and the steps'
-  // arenas, in bytes (0: the machine's physical memory). Checked before
-  // anything is allocated; an error names the size needed.
-  size_t max_memory = 0;
-  NonFinite on_nonfinite = NonFinite::Stop;
-  // Data-parallel training over a group of ranks (one Session per rank,
-  // each fed its own shard of the data). With more than one rank,
-  // train_step is the artifact's grad_step and apply_step joined by an
-  // averaging all-reduce of the gradients (the artifact needs --grads),
-  // apply_grads averages the accumulated gradients over the ranks too, and
-  // the RNG draws (dropout) differ by rank. The state stays replicated:
-  // every rank applies the same averaged update. Null: one process.
-  std::shared_ptr<Collective> collective;
-  BucketOptions buckets;  // how train_step groups the gradients it reduces
 };
 
 class Session {

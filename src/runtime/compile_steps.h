@@ -11,7 +11,7 @@
 #include "runtime/artifact.h"
 #include "runtime/bound_step.h"
 #include "runtime/memory_plan.h"
-#include "trainstep/session.h"
+#include "trainstep/options.h"
 
 namespace ts {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "trainstep/session.h"
+#include "trainstep/options.h"
 
 namespace ts {
 
