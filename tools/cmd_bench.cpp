@@ -9,10 +9,7 @@
 #include <map>
 
 #include "commands.h"
-#include "ir/program.h"
-#include "ops/kernel_choice.h"
-#include "runtime/artifact.h"
-#include "runtime/executor.h"
+#include "trainstep/bench.h"
 #include "trainstep/cpu.h"
 #include "trainstep/session.h"
 
@@ -23,15 +20,15 @@ namespace {
 // A profile row's name: the op, or with by_shape the op and its first
 // output's type (a product's transposition flags too), since one op's
 // nodes of different shapes often cost very different amounts.
-std::string row_name(const ts::Node& n, bool by_shape) {
-  if (!by_shape || n.declared.empty()) return n.op;
-  std::string s = n.op + " " + n.declared[0].str();
-  for (const char* k : {"trans_a", "trans_b"})
-    if (n.attrs.value(k, false)) s += std::string(" ") + k;
+std::string row_name(const ts::NodeProfile& n, bool by_shape) {
+  if (!by_shape || n.output_type.empty()) return n.op;
+  std::string s = n.op + " " + n.output_type;
+  if (n.trans_a) s += " trans_a";
+  if (n.trans_b) s += " trans_b";
   return s;
 }
 
-void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double total_s,
+void print_profile(const std::vector<ts::NodeProfile>& profile, int steps, double total_s,
                    bool by_shape) {
   struct Row {
     double s = 0, layout = 0;
@@ -40,13 +37,13 @@ void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double t
   std::map<std::string, Row> by_op;
   double kernels = 0, copies = 0, layout = 0;
   for (const auto& t : profile) {
-    Row& r = by_op[row_name(*t.node, by_shape)];
+    Row& r = by_op[row_name(t, by_shape)];
     r.s += t.seconds;
     r.layout += t.layout_seconds;
     r.nodes += 1;
     kernels += t.seconds;
     layout += t.layout_seconds;
-    if (t.node->def->data_movement) copies += t.seconds;
+    if (t.data_movement) copies += t.seconds;
   }
   std::vector<std::pair<double, std::string>> rows;
   for (auto& [op, r] : by_op) rows.push_back({r.s, op});
@@ -74,43 +71,24 @@ void print_profile(const std::vector<ts::NodeTime>& profile, int steps, double t
 // Where an op had several implementations, which one each shape got and
 // what the candidates measured when it was compiled (or that the pick came
 // from the cache, or was forced).
-void print_kernel_choices(const ts::Executor& ex) {
-  struct Row {
-    const ts::KernelChoice* choice;
-    int nodes = 0;
-  };
-  std::map<std::string, Row> by_key;
-  for (const auto& [node, c] : ex.kernel_choices()) {
-    Row& r = by_key.try_emplace(c->key, Row{c}).first->second;
-    r.nodes += 1;
-  }
-  if (by_key.empty()) return;
+void print_kernel_choices(const std::vector<ts::KernelPick>& picks) {
+  if (picks.empty()) return;
   const std::string cache = ts::kernel_choice_cache_path();
   std::printf("\nkernels chosen by measurement (cache: %s):\n",
               cache.empty() ? "none" : cache.c_str());
-  for (const auto& [key, r] : by_key)
-    std::printf("  %-36s %4d node%s  %s\n", key.c_str(), r.nodes, r.nodes == 1 ? " " : "s",
-                r.choice->describe().c_str());
+  for (const ts::KernelPick& p : picks)
+    std::printf("  %-36s %4d node%s  %s\n", p.key.c_str(), p.nodes, p.nodes == 1 ? " " : "s",
+                p.choice.c_str());
 }
 
 // The all-reduce's share of a data-parallel step: its time on the MPI
 // thread, and the part the step waited for (the wait nodes); the rest was
 // hidden behind the backward.
-void print_all_reduce(const ts::Executor& ex, const ts::Collective& c, int steps) {
-  double waits = 0;
-  int buckets = 0;
-  size_t bytes = 0;
-  for (const auto& t : ex.profile())
-    if (t.node->def->comm == ts::CommRole::Wait) waits += t.seconds;
-  for (const auto& n : ex.function().nodes)
-    if (n.def->comm == ts::CommRole::Start) {
-      ++buckets;
-      bytes += ex.function().value_types[n.outputs[0]].nbytes();
-    }
-  const double reduce = c.reduce_seconds();
+void print_all_reduce(const ts::AllReduceStats& a, int ranks, int steps) {
+  const double reduce = a.reduce_seconds, waits = a.wait_seconds;
   std::printf("\nall-reduce: %d bucket(s), %.2f MiB a step over %d ranks; %.3f ms/step reducing, "
               "%.3f ms/step waited for: %.1f%% hidden behind the backward\n",
-              buckets, bytes / 1048576.0, c.size(), 1e3 * reduce / steps, 1e3 * waits / steps,
+              a.buckets, a.bytes / 1048576.0, ranks, 1e3 * reduce / steps, 1e3 * waits / steps,
               reduce > 0 ? 100 * std::max(0.0, 1 - waits / reduce) : 0.0);
 }
 
@@ -149,44 +127,24 @@ void add_bench(CLI::App& app, Action& action) {
       auto s = ts::Session::open(*path, so);
       // Data-parallel: every rank steps on the golden batch; rank 0 reports.
       const bool lead = s->rank() == 0;
-      if (lead) note_if_unchecked(*path, s->artifact().tensors.checksummed);
+      if (lead) note_if_unchecked(*path, s->artifact_checksummed());
       double compile_s = std::chrono::duration<double>(clock::now() - t0).count();
-      const ts::Artifact& a = s->artifact();
-      const ts::Artifact::Batch b0 = a.golden_batch(0);
-      const std::vector<ts::Tensor>& xs = b0.inputs;
-      const std::vector<ts::Tensor>& y = b0.targets;
-      const int accum = *accumulate;
-      auto step = [&] {
-        if (accum == 0) return s->train_step(xs, y);
-        float l = 0;
-        for (int k = 0; k < accum; ++k) l += s->grad_step(xs, y);
-        s->apply_grads();
-        return l / accum;
-      };
-      for (int i = 0; i < *warmup; ++i) step();
-      s->set_profiling(*profile);
-      if (s->collective()) s->collective()->reset_reduce_seconds();
-      size_t state_bytes = 0;
-      for (const auto& n : s->state_names()) state_bytes += s->state(n).nbytes();
+      ts::BenchOptions bo;
+      bo.steps = *steps;
+      bo.warmup = *warmup;
+      bo.accumulate = *accumulate;
+      bo.profile = *profile;
+      const ts::BenchReport r = ts::bench(*s, bo);
       if (so.device != ts::Device::Cpu) {
         std::printf("device: %s; train_step: %s\n", s->device_description().c_str(),
                     s->train_step_description().c_str());
       } else {
-        if (lead) std::printf("%s\n", ts::memory_summary(s->train_executor().plan(), state_bytes).c_str());
+        if (lead) std::printf("%s\n", ts::train_memory_summary(*s).c_str());
         if (lead) std::printf("kernels: %s (this CPU: %s; TRAINSTEP_ISA forces a lower level)\n",
                     ts::cpu_isa_name(ts::cpu_isa()), ts::cpu_isa_name(ts::detected_cpu_isa()));
       }
-      std::vector<double> ms;
-      ms.reserve(*steps);  // the timed loop allocates nothing
-      double total = 0;
-      for (int i = 0; i < *steps; ++i) {
-        auto t = clock::now();
-        step();
-        double d = std::chrono::duration<double>(clock::now() - t).count();
-        total += d;
-        ms.push_back(1e3 * d);
-      }
-      std::sort(ms.begin(), ms.end());
+      const std::vector<double>& ms = r.step_ms;
+      const double total = r.total_seconds;
       if (!lead) return 0;
       auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * ms.size()))]; };
       std::printf("%s: load+compile %.3f s, %d steps (batch %lld%s): min %.2f ms, p10 %.2f, "
@@ -196,16 +154,15 @@ void add_bench(CLI::App& app, Action& action) {
                   ms.front(), pct(0.1), pct(0.5), pct(0.9), ms.back(),
                   s->batch_size() * s->world_size() * 1e3 / pct(0.5));
       if (*profile && so.device != ts::Device::Cpu) {
-        print_profile(s->train_profile(), *steps, total, *by_shape);
+        print_profile(r.profile, *steps, total, *by_shape);
         std::printf("(profiled kernel by kernel with device events, without the step's CUDA "
                     "graph: the dispatch share is larger than in a plain run)\n");
       } else if (*profile) {
-        print_profile(s->train_profile(), *steps, total, *by_shape);
-        print_kernel_choices(s->train_executor());
-        if (s->world_size() > 1 && accum == 0)
-          print_all_reduce(s->train_executor(), *s->collective(), *steps);
-        std::printf("%s", ts::memory_peak_report(s->train_executor().function(),
-                                                 s->train_executor().plan()).c_str());
+        print_profile(r.profile, *steps, total, *by_shape);
+        print_kernel_choices(ts::kernel_picks(*s));
+        if (s->world_size() > 1 && *accumulate == 0)
+          print_all_reduce(ts::all_reduce_stats(*s), s->world_size(), *steps);
+        std::printf("%s", ts::train_memory_peak(*s).c_str());
       }
       std::printf("step_ms_median=%.3f\n", pct(0.5));
       return 0;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "commands.h"
-#include "data/npy.h"
 #include "trainstep/dataset.h"
 #include "trainstep/error.h"
+#include "trainstep/npz.h"
 
 namespace tscli {
 

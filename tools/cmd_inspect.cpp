@@ -1,18 +1,15 @@
 // `trainstep inspect ARTIFACT [--graph G.svg] [--memory M.svg]` and
 // `trainstep ops [--json]`.
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
-#include <map>
 
 #include "commands.h"
 #include "graph_svg.h"
-#include "ir/program.h"
-#include "runtime/device.h"
-#include "ir/text.h"
-#include "passes/pipeline.h"
 #include "memory_svg.h"
-#include "runtime/artifact.h"
-#include "runtime/memory_plan.h"
 #include "svg.h"
+#include "trainstep/check.h"
+#include "trainstep/inspect.h"
 
 namespace tscli {
 
@@ -20,24 +17,17 @@ namespace {
 
 // The optimizer, one line per param group; the raw JSON when it is not in
 // the shape the exporter writes (older artifacts, hand-made ones).
-std::string optimizer_summary(const ts::json& opt) {
-  try {
-    if (!opt.contains("groups")) return "optimizer: " + opt.dump() + "\n";
-    std::string s = "optimizer: " + opt.at("type").get<std::string>() + ", lr " +
-                    opt.at("lr").dump() + "\n";
-    int gi = 0;
-    for (const auto& g : opt.at("groups")) {
-      ts::json o = g.at("options");
-      o.erase("lr");
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "  group %d: %zu params, %zu updated, lr x ", gi++,
-                    g.at("params").size(), g.at("updated").size());
-      s += buf + g.at("lr_scale").dump() + ", " + o.dump() + "\n";
-    }
-    return s;
-  } catch (const ts::json::exception&) {
-    return "optimizer: " + opt.dump() + "\n";
+std::string optimizer_summary(const ts::OptimizerSummary& opt) {
+  if (!opt.structured) return "optimizer: " + opt.json + "\n";
+  std::string s = "optimizer: " + opt.type + ", lr " + opt.lr + "\n";
+  int gi = 0;
+  for (const auto& g : opt.groups) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  group %d: %zu params, %zu updated, lr x ", gi++, g.params,
+                  g.updated);
+    s += buf + g.lr_scale + ", " + g.options + "\n";
   }
+  return s;
 }
 
 }  // namespace
@@ -70,23 +60,21 @@ void add_inspect(CLI::App& app, Action& action) {
                     "trainstep inspect mnist.tstep --graph graph.svg --memory memory.svg"});
   cmd->callback([=, &action] {
     action = [=] {
-      ts::Artifact a = ts::load_artifact(*path);
-      note_if_unchecked(*path, a.tensors.checksummed);
-      const ts::Program& p = a.program;
+      const ts::Inspector a(*path);
+      note_if_unchecked(*path, a.checksummed());
       if (!graph->empty() || !memory->empty()) {
-        ts::Function f = p.function(*fn);
-        ts::optimize(f, sopts->compile, sopts->device);
+        const ts::CompiledFunction f = a.compile(*fn, *sopts);
         if (!graph->empty()) {
-          save(*graph, graph_svg(f));
+          const ts::FunctionGraph g = f.graph();
+          save(*graph, graph_svg(g));
           int fused = 0;
-          for (const auto& n : f.nodes) fused += fusion_of(n) != Fusion::None;
+          for (const auto& n : g.nodes) fused += n.fusion != ts::Fusion::None;
           std::printf("graph: %s (%s after the compiler's passes: %zu nodes, %d fused)\n",
-                      graph->c_str(), fn->c_str(), f.nodes.size(), fused);
+                      graph->c_str(), fn->c_str(), g.nodes.size(), fused);
         }
         if (!memory->empty()) {
-          // As a session plans it by default (new state donated to the old buffers).
-          const ts::MemoryPlan plan = ts::plan_memory(f, sopts->compile.inplace, true);
-          const MemoryPicture pic = memory_svg(f, plan);
+          const ts::MemoryLayout plan = f.memory_plan();
+          const MemoryPicture pic = memory_svg(plan);
           save(*memory, pic.svg);
           std::printf("memory: %s (%s: %d buffers, arena %s)\n", memory->c_str(), fn->c_str(),
                       pic.buffers, ts::bytes_str(plan.arena_bytes).c_str());
@@ -94,63 +82,49 @@ void add_inspect(CLI::App& app, Action& action) {
         return 0;
       }
       if (!ir->empty()) {
-        ts::Function f = p.function(*ir);
-        ts::optimize(f, sopts->compile, sopts->device);
-        std::printf("%s", ts::print_function(f).c_str());
+        std::printf("%s", a.compile(*ir, *sopts).ir().c_str());
         return 0;
       }
+      const ts::ArtifactSummary p = a.summary();
       std::printf("artifact %s: model %s, format version %d, batch %lld\n", path->c_str(),
-                  p.name.c_str(), p.version, (long long)p.batch_size);
+                  p.model.c_str(), p.format_version, (long long)p.batch_size);
       if (!p.torch_version.empty() || !p.python_version.empty())
         std::printf("captured with torch %s, Python %s\n",
                     p.torch_version.empty() ? "?" : p.torch_version.c_str(),
                     p.python_version.empty() ? "?" : p.python_version.c_str());
       std::printf("%s", optimizer_summary(p.optimizer).c_str());
-      for (const auto& [alias, target] : p.aliases)
+      for (const auto& [alias, target] : p.tied)
         std::printf("tied: %s is %s\n", alias.c_str(), target.c_str());
-      std::map<std::string, int64_t> count, bytes;
-      for (const auto& s : p.state) {
-        count[s.kind] += s.type.numel();
-        bytes[s.kind] += s.type.nbytes();
-      }
+      auto count = p.state_numel;
       std::printf("parameters: %lld trainable", (long long)count["param"]);
       if (count["frozen"]) std::printf(", %lld frozen", (long long)count["frozen"]);
-      std::printf("\nstate: %zu tensors, %.2f MiB (", p.state.size(),
-                  [&] { double t = 0; for (auto& [k, b] : bytes) t += b; return t; }() / 1048576.0);
+      std::printf("\nstate: %zu tensors, %.2f MiB (", p.state_tensors,
+                  [&] { double t = 0; for (auto& [k, b] : p.state_bytes) t += b; return t; }() / 1048576.0);
       bool first = true;
-      for (auto& [k, b] : bytes) {
+      for (auto& [k, b] : p.state_bytes) {
         std::printf("%s%s %.2f MiB", first ? "" : ", ", k.c_str(), b / 1048576.0);
         first = false;
       }
       std::printf(")\n");
-      for (const auto& [name, f] : p.functions) {
-        std::printf("\nfunction %s: %zu inputs, %zu outputs, %zu nodes\n", name.c_str(),
-                    f.inputs.size(), f.outputs.size(), f.nodes.size());
-        std::map<std::string, int> roles_in, roles_out;
-        for (const auto& in : f.inputs) roles_in[ts::role_name(in.role)]++;
-        for (const auto& o : f.outputs) roles_out[ts::role_name(o.role)]++;
+      for (const ts::FunctionSummary& f : p.functions) {
+        std::printf("\nfunction %s: %zu inputs, %zu outputs, %zu nodes\n", f.name.c_str(),
+                    f.inputs, f.outputs, f.nodes);
         std::printf("  inputs:");
-        for (auto& [r, n] : roles_in) std::printf(" %s×%d", r.c_str(), n);
+        for (auto& [r, n] : f.input_roles) std::printf(" %s×%d", r.c_str(), n);
         std::printf("\n  outputs:");
-        for (auto& [r, n] : roles_out) std::printf(" %s×%d", r.c_str(), n);
+        for (auto& [r, n] : f.output_roles) std::printf(" %s×%d", r.c_str(), n);
         // The ports `train --data` feeds from fields of these names (docs/data.md).
-        for (ts::Role role : {ts::Role::Input, ts::Role::Target}) {
+        for (const auto* ports : {&f.data_inputs, &f.data_targets}) {
           bool any = false;
-          for (const auto& in : f.inputs) {
-            if (in.role != role) continue;
-            std::printf("%s %s %s%s", any ? "," : (role == ts::Role::Input ? "\n  data inputs:" : "\n  data targets:"),
-                        in.name.c_str(), in.type.str().c_str(),
+          for (const ts::DataPort& in : *ports) {
+            std::printf("%s %s %s%s", any ? "," : (ports == &f.data_inputs ? "\n  data inputs:" : "\n  data targets:"),
+                        in.name.c_str(), in.type.c_str(),
                         in.batch_dim ? (" (batch dim " + std::to_string(in.batch_dim) + ")").c_str() : "");
             any = true;
           }
         }
         std::printf("\n  ops:\n");
-        std::map<std::string, int> hist;
-        for (const auto& n : f.nodes) hist[n.op]++;
-        std::vector<std::pair<int, std::string>> sorted;
-        for (auto& [op, n] : hist) sorted.push_back({-n, op});
-        std::sort(sorted.begin(), sorted.end());
-        for (auto& [n, op] : sorted) std::printf("    %5d  %s\n", -n, op.c_str());
+        for (auto& [op, n] : f.ops) std::printf("    %5d  %s\n", n, op.c_str());
       }
       return 0;
     };
@@ -169,18 +143,12 @@ void add_ops(CLI::App& app, Action& action) {
   add_examples(cmd, {"trainstep ops | grep convolution", "trainstep ops --device cuda"});
   cmd->callback([=, &action] {
     action = [=] {
-      std::vector<ts::OpDef> ops;
-      const ts::Device d = ts::parse_device(*device);
-      const std::vector<std::string> on_device = ts::device_kernel_ops(d);
-      for (const auto& op : ts::OpRegistry::get().all())
-        if (d == ts::Device::Cpu ||
-            std::find(on_device.begin(), on_device.end(), op.name) != on_device.end())
-          ops.push_back({op.name, op.doc});
+      const std::vector<ts::OpInfo> ops = ts::supported_ops(ts::parse_device(*device));
       if (*as_json) {
         // The exporter refuses a binary of another version (python/trainstep/versions.py).
-        ts::json j = {{"version", ts::kFormatVersion},
-                      {"trainstep_version", TRAINSTEP_VERSION},
-                      {"ops", ts::json::array()}};
+        nlohmann::json j = {{"version", ts::program_format_version()},
+                            {"trainstep_version", TRAINSTEP_VERSION},
+                            {"ops", nlohmann::json::array()}};
         for (const auto& op : ops) j["ops"].push_back({{"name", op.name}, {"doc", op.doc}});
         std::printf("%s\n", j.dump(1).c_str());
       } else {

@@ -12,11 +12,7 @@
 #include "memory_size.h"
 #include "trainstep/error.h"
 #include "trainstep/dataset.h"
-#include "io/checksum.h"
-#include "runtime/artifact.h"
-#include "ir/program.h"
-#include "train/metrics_log.h"
-#include "train/stop_signals.h"
+#include "trainstep/metrics_log.h"
 #include "trainstep/train.h"
 
 namespace tscli {
@@ -163,7 +159,7 @@ void add_train(CLI::App& app, Action& action) {
       auto s = ts::Session::open(c->artifact, so);
       // Data-parallel: rank 0 speaks for the run; errors name their rank.
       const bool lead = s->rank() == 0;
-      if (lead) note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
+      if (lead) note_if_unchecked(c->artifact, s->artifact_checksummed());
       auto [tr, te] = open_data(*c);
       if (lead && s->world_size() > 1)
         std::printf("data-parallel over %d ranks (MPI): batch %lld per rank, %lld per step\n",
@@ -171,7 +167,7 @@ void add_train(CLI::App& app, Action& action) {
                     (long long)s->batch_size() * s->world_size());
       if (lead)
         std::printf("training %s: %lld train / %lld test samples (%s), batch %lld\n",
-                    s->program().name.c_str(), (long long)tr->size(), (long long)te->size(),
+                    s->model_name().c_str(), (long long)tr->size(), (long long)te->size(),
                     tr->describe().c_str(), (long long)s->batch_size());
       ts::TrainOptions opts = *o;
       opts.map = c->map;
@@ -224,7 +220,7 @@ void add_eval(CLI::App& app, Action& action) {
   cmd->callback([=, &action] {
     action = [=] {
       auto s = ts::Session::open(c->artifact, c->session);
-      note_if_unchecked(c->artifact, s->artifact().tensors.checksummed);
+      note_if_unchecked(c->artifact, s->artifact_checksummed());
       if (!ckpt->empty()) note_if_unchecked(*ckpt, s->load_checkpoint(*ckpt).checksummed);
       auto te = ts::open_dataset(c->test_data.empty() ? c->data : c->test_data,
                                  c->test_data.empty() ? ts::Split::Test : ts::Split::All);

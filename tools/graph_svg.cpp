@@ -22,13 +22,13 @@ struct Kind {
   const char* css;  // extra class on the node's (or cluster's) <g>
 };
 
-Kind kind(Fusion k) {
+Kind kind(ts::Fusion k) {
   switch (k) {
-    case Fusion::Elementwise: return {"#fdd49e", "fused elementwise group", "fused-elementwise"};
-    case Fusion::PostOp: return {"#c6dbef", "oneDNN post-op (conv + relu)", "fused-post-op"};
-    case Fusion::Folded:
+    case ts::Fusion::Elementwise: return {"#fdd49e", "fused elementwise group", "fused-elementwise"};
+    case ts::Fusion::PostOp: return {"#c6dbef", "oneDNN post-op (conv + relu)", "fused-post-op"};
+    case ts::Fusion::Folded:
       return {"#c7e9c0", "folded into the kernel (relu backward, transpose)", "fused-folded"};
-    case Fusion::None: break;
+    case ts::Fusion::None: break;
   }
   return {"#ffffff", "other op", "plain"};
 }
@@ -51,7 +51,7 @@ std::string label_text(const std::string& s) {
   return out;
 }
 
-std::string types_label(const ts::Function& f, const std::vector<int>& values) {
+std::string types_label(const ts::FunctionGraph& f, const std::vector<int>& values) {
   std::string s;
   int shown = 0;
   for (int v : values) {
@@ -59,58 +59,22 @@ std::string types_label(const ts::Function& f, const std::vector<int>& values) {
       s += "\\n+" + std::to_string(values.size() - 3) + " more";
       break;
     }
-    s += "\\n" + (v < 0 ? std::string("_") : label_text(f.value_types[v].str()));
+    s += "\\n" + (v < 0 ? std::string("_") : label_text(f.value_types[v]));
     ++shown;
   }
   return s;
 }
 
-// A member of a fused group as passes/fuse_elementwise writes it (the format
-// is ops/fused_elementwise.cpp's): its args are the node's inputs or earlier
-// members, so the group's data flow can be drawn edge by edge.
-struct Member {
-  std::string name, op, label;
-  std::vector<std::pair<bool, int>> args;  // {true, k}: node input k; {false, j}: member j
-  std::vector<int> values;                 // the node's outputs it computes
-  bool constant = false;                   // an immediate, folded in by the pass
+// A member of a fused group with its label: an immediate constant reads
+// better as its value, an op as its short name.
+struct Member : ts::GraphMember {
+  std::string label;
 };
 
-std::vector<Member> members_of(const ts::Node& n) {
+std::vector<Member> members(const ts::GraphNode& n) {
   std::vector<Member> ms;
-  try {
-    for (const ts::json& m : n.attrs.at("members")) {
-      Member x;
-      x.op = m.at("op").get<std::string>();
-      x.name = m.value("name", std::to_string(ms.size()));
-      x.label = label_text(short_op(x.op));
-      // An immediate constant reads better as its value.
-      if (x.op == "trainstep.constant" && m.at("args").empty() && m.contains("attrs") &&
-          m["attrs"].contains("value")) {
-        const ts::json& v = m["attrs"]["value"];
-        char buf[32];
-        if (v.is_number()) std::snprintf(buf, sizeof buf, "%g", v.get<double>());
-        x.label = v.is_number() ? buf : label_text(v.dump());
-        x.constant = true;
-      }
-      for (const ts::json& a : m.at("args")) {
-        const bool in = a.at(0).get<std::string>() == "in";
-        const int i = a.at(1).get<int>();
-        if (i < 0 || i >= static_cast<int>(in ? n.inputs.size() : ms.size()))
-          ts::fail("graph: " + n.name + "/" + x.name + ": bad member arg " + a.dump());
-        x.args.push_back({in, i});
-      }
-      ms.push_back(std::move(x));
-    }
-    const ts::json& outs = n.attrs.at("outputs");
-    for (size_t k = 0; k < outs.size(); ++k) {
-      const int j = outs[k].get<int>();
-      if (j < 0 || j >= static_cast<int>(ms.size()) || k >= n.outputs.size())
-        ts::fail("graph: " + n.name + ": bad output member " + std::to_string(j));
-      ms[j].values.push_back(n.outputs[k]);
-    }
-  } catch (const ts::json::exception& e) {
-    ts::fail("graph: " + n.name + ": malformed members/outputs attribute: " + e.what());
-  }
+  for (const ts::GraphMember& m : n.members)
+    ms.push_back({m, label_text(m.constant ? m.constant_text : short_op(m.op))});
   return ms;
 }
 
@@ -129,16 +93,16 @@ int collect_error(char* msg) {
   return 0;
 }
 
-std::string legend_html(const ts::Function& f) {
+std::string legend_html(const ts::FunctionGraph& f) {
   int counts[4] = {0, 0, 0, 0};
-  for (const auto& n : f.nodes) counts[static_cast<int>(fusion_of(n))]++;
+  for (const auto& n : f.nodes) counts[static_cast<int>(n.fusion)]++;
   // One row a kind, so the legend stays narrow however wide the graph is.
   std::string h = "<table border=\"0\" cellborder=\"1\" cellspacing=\"2\" cellpadding=\"3\">"
                   "<tr><td border=\"0\"><b>" +
                   xml_escape(f.name + " after the compiler's passes: " +
                              std::to_string(f.nodes.size()) + " nodes") +
                   "</b></td></tr>";
-  for (Fusion k : {Fusion::Elementwise, Fusion::PostOp, Fusion::Folded, Fusion::None}) {
+  for (ts::Fusion k : {ts::Fusion::Elementwise, ts::Fusion::PostOp, ts::Fusion::Folded, ts::Fusion::None}) {
     const Kind d = kind(k);
     h += std::string("<tr><td bgcolor=\"") + d.colour + "\">" + xml_escape(d.legend) + ": " +
          std::to_string(counts[static_cast<int>(k)]) + "</td></tr>";
@@ -148,16 +112,7 @@ std::string legend_html(const ts::Function& f) {
 
 }  // namespace
 
-Fusion fusion_of(const ts::Node& n) {
-  if (n.op == "trainstep.fused_elementwise") return Fusion::Elementwise;
-  if (n.op == "trainstep.conv2d_relu") return Fusion::PostOp;
-  if (n.op == "trainstep.conv_backward_relu" || n.op == "trainstep.max_pool2d_code" ||
-      n.op == "trainstep.max_pool2d_code_backward" || n.op == "trainstep.matmul")
-    return Fusion::Folded;
-  return Fusion::None;
-}
-
-std::string graph_svg(const ts::Function& f) {
+std::string graph_svg(const ts::FunctionGraph& f) {
   g_errors.clear();
   agseterrf(collect_error);
   agseterr(AGERR);  // warnings (e.g. about fonts) are not failures
@@ -194,11 +149,11 @@ std::string graph_svg(const ts::Function& f) {
     return agnode(sub, const_cast<char*>(name.c_str()), 1);
   };
   for (size_t i = 0; i < f.nodes.size(); ++i) {
-    const ts::Node& n = f.nodes[i];
-    const Kind k = kind(fusion_of(n));
+    const ts::GraphNode& n = f.nodes[i];
+    const Kind k = kind(n.fusion);
     Drawn& d = drawn[i];
-    if (fusion_of(n) == Fusion::Elementwise) {
-      d.ms = members_of(n);
+    if (n.fusion == ts::Fusion::Elementwise) {
+      d.ms = members(n);
       Agraph_t* c = agsubg(g, const_cast<char*>(("cluster_" + n.name).c_str()), 1);
       set(c, "label", "fused elementwise: " + std::to_string(d.ms.size()) + " ops");
       set(c, "style", "filled,rounded");
@@ -236,7 +191,7 @@ std::string graph_svg(const ts::Function& f) {
     if (from && linked.insert({from, to}).second) agedge(g, from, to, nullptr, 1);
   };
   for (size_t i = 0; i < f.nodes.size(); ++i) {
-    const ts::Node& n = f.nodes[i];
+    const ts::GraphNode& n = f.nodes[i];
     const Drawn& d = drawn[i];
     if (d.box) {
       for (int u : n.inputs)

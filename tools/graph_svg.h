@@ -9,20 +9,11 @@
 #pragma once
 #include <string>
 
-#include "ir/program.h"
+#include "trainstep/inspect.h"
 
 namespace tscli {
 
-enum class Fusion {
-  None,
-  Elementwise,  // trainstep.fused_elementwise: a group run as one loop
-  PostOp,       // trainstep.conv2d_relu: relu as a oneDNN post-op
-  Folded,       // relu backward or transposes folded into the kernel
-};
-
-Fusion fusion_of(const ts::Node& n);
-
 // The SVG document; a ts::Error if Graphviz fails (its message included).
-std::string graph_svg(const ts::Function& f);
+std::string graph_svg(const ts::FunctionGraph& f);
 
 }  // namespace tscli

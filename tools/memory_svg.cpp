@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "svg.h"
+#include "trainstep/check.h"
 
 namespace tscli {
 
@@ -20,18 +21,12 @@ std::string colour(int i) {
 
 }  // namespace
 
-MemoryPicture memory_svg(const ts::Function& f, const ts::MemoryPlan& p) {
-  const int end = static_cast<int>(f.nodes.size());
-  const size_t nv = p.root.size();
-  // Who shares each root's bytes, for the tooltip.
-  std::vector<std::vector<int>> sharers(nv);
-  for (size_t v = 0; v < nv; ++v)
-    if (p.live[v] && p.root[v] != static_cast<int>(v)) sharers[p.root[v]].push_back(static_cast<int>(v));
-
+MemoryPicture memory_svg(const ts::MemoryLayout& p) {
+  const int end = p.nodes;
   const double w = 1200, h = 800;
   Svg svg(w, h);
   char head[200];
-  std::snprintf(head, sizeof head, "%s memory plan: arena %.2f MiB (naive %.2f MiB)", f.name.c_str(),
+  std::snprintf(head, sizeof head, "%s memory plan: arena %.2f MiB (naive %.2f MiB)", p.function.c_str(),
                 p.arena_bytes / kMiB, p.naive_bytes / kMiB);
   svg.text(w / 2, 28, head, R"(text-anchor="middle" font-size="16" class="title")");
   Frame fr{90, 50, w - 130, h - 130, 0, static_cast<double>(end + 1), 0,
@@ -44,23 +39,22 @@ MemoryPicture memory_svg(const ts::Function& f, const ts::MemoryPlan& p) {
 
   MemoryPicture out;
   svg.open_group(R"(class="buffers")");
-  for (size_t v = 0; v < nv; ++v) {
-    if (p.root[v] != static_cast<int>(v) || !p.has_slot(v)) continue;
-    const int first = std::max(p.first[v], 0), last = std::max(p.last[v], first);
-    const double y0 = fr.py(p.offset[v] / kMiB), y1 = fr.py((p.offset[v] + p.size[v]) / kMiB);
-    std::string title = "%" + f.value_names[v] + ": " + ts::bytes_str(p.size[v]) + " (" +
-                        std::to_string(p.size[v]) + " bytes) at offset " +
-                        std::to_string(p.offset[v]) + ", nodes " + std::to_string(first) + "-" +
+  for (const ts::PlannedBuffer& b : p.buffers) {
+    const int first = std::max(b.first, 0), last = std::max(b.last, first);
+    const double y0 = fr.py(b.offset / kMiB), y1 = fr.py((b.offset + b.bytes) / kMiB);
+    std::string title = "%" + b.name + ": " + ts::bytes_str(b.bytes) + " (" +
+                        std::to_string(b.bytes) + " bytes) at offset " +
+                        std::to_string(b.offset) + ", nodes " + std::to_string(first) + "-" +
                         (last >= end ? "end" : std::to_string(last));
-    for (size_t i = 0; i < sharers[v].size() && i < 4; ++i)
-      title += (i ? ", %" : "; shared with %") + f.value_names[sharers[v][i]];
-    if (sharers[v].size() > 4) title += " and " + std::to_string(sharers[v].size() - 4) + " more";
+    for (size_t i = 0; i < b.shared_with.size() && i < 4; ++i)
+      title += (i ? ", %" : "; shared with %") + b.shared_with[i];
+    if (b.shared_with.size() > 4) title += " and " + std::to_string(b.shared_with.size() - 4) + " more";
     svg.rect(fr.px(first), y1, std::max(fr.px(last + 1) - fr.px(first), 1.0),
              std::max(y0 - y1, 0.5),
              "fill=\"" + colour(out.buffers) + "\" stroke=\"#333\" stroke-width=\"0.3\" "
-             "class=\"buffer\" data-value=\"" + xml_escape(f.value_names[v]) +
-                 "\" data-offset=\"" + std::to_string(p.offset[v]) + "\" data-bytes=\"" +
-                 std::to_string(p.size[v]) + "\" data-first=\"" + std::to_string(first) +
+             "class=\"buffer\" data-value=\"" + xml_escape(b.name) +
+                 "\" data-offset=\"" + std::to_string(b.offset) + "\" data-bytes=\"" +
+                 std::to_string(b.bytes) + "\" data-first=\"" + std::to_string(first) +
                  "\" data-last=\"" + std::to_string(last) + "\"",
              title);
     ++out.buffers;

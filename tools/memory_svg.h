@@ -1,4 +1,4 @@
-// `inspect --memory`: a memory plan (runtime/memory_plan.h) as an SVG
+// `inspect --memory`: a memory plan (ts::MemoryLayout) as an SVG
 // timeline. x is the node index in schedule order, y the arena offset in
 // MiB; each planned buffer (a root value with an arena slot) is one
 // <rect class="buffer"> from its producing node to its last reader, with a
@@ -8,8 +8,7 @@
 #pragma once
 #include <string>
 
-#include "ir/program.h"
-#include "runtime/memory_plan.h"
+#include "trainstep/inspect.h"
 
 namespace tscli {
 
@@ -18,6 +17,6 @@ struct MemoryPicture {
   int buffers = 0;  // rects drawn
 };
 
-MemoryPicture memory_svg(const ts::Function& f, const ts::MemoryPlan& p);
+MemoryPicture memory_svg(const ts::MemoryLayout& p);
 
 }  // namespace tscli

@@ -180,6 +180,11 @@ class Session {
   // Bytes the session holds for state, gradient accumulators and the steps'
   // arenas (what SessionOptions::max_memory bounds).
   size_t memory_bytes() const;
+  // The model's name, as the artifact records it, and whether the artifact
+  // file carries checksums (files written before them do not; the CLI
+  // notes it).
+  const std::string& model_name() const;
+  bool artifact_checksummed() const;
 
   // Checkpoint: state under PyTorch state_dict names plus `optim/…`, and
   // metadata (trainstep/checkpoint.h): the session's step, seed, LR and

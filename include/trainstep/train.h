@@ -164,4 +164,11 @@ EvalResult evaluate(Session& s, const Dataset& test,
 TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
                   const TrainOptions& o, TrainObserver* observer = nullptr);
 
+// Graceful stop on SIGINT / SIGTERM: installs the handlers (idempotent) and
+// returns the flag they set, for TrainOptions::stop. The first signal sets
+// it to the signal number, so the run finishes its step, writes a
+// checkpoint and returns; a second exits the process at once with
+// 128 + signal.
+const std::atomic<int>& install_stop_signals();
+
 }  // namespace ts

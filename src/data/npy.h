@@ -25,14 +25,10 @@
 #include <vector>
 
 #include "trainstep/dataset.h"
+#include "trainstep/npz.h"  // NpyArray, write_npz: public
 
 namespace ts {
 
-struct NpyArray {
-  DType dtype = DType::F32;
-  Shape shape;
-  std::vector<uint8_t> data;  // row-major, little-endian, shape_numel(shape) elements
-};
 
 // Parses the bytes of a whole .npy file. Every malformed input is a
 // ts::Error whose message starts with `where` (a file, or a file and its
@@ -50,11 +46,6 @@ std::vector<std::pair<std::string, NpyArray>> read_npz(const std::string& path);
 std::vector<std::pair<std::string, NpyArray>> read_npz_bytes(const uint8_t* data, size_t size,
                                                               const std::string& where);
 
-// Writes arrays as an uncompressed .npz that numpy.load reads (and
-// read_npz), each array as NAME.npy with a version 1.0 header. libzip
-// writes a temporary file and renames it over `path`, so a reader never
-// sees half a file. Throws ts::Error naming the path.
-void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& arrays);
 
 // npz.cpp: archives and the dataset.
 //

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "trainstep/bench.h"  // kernel_choice_cache_path, declared once for the library and its users
 
 namespace ts {
 
@@ -43,9 +44,6 @@ struct KernelChoice {
 KernelChoice choose_kernel(const std::string& key, int threads,
                            const std::vector<KernelCandidate>& candidates);
 
-// The cache file: $TRAINSTEP_CACHE, else $XDG_CACHE_HOME/trainstep, else
-// $HOME/.cache/trainstep, then kernel-choices.json; "" when none is set.
-std::string kernel_choice_cache_path();
 // Forgets the in-process picks (tests: the next choose reads the file).
 void forget_kernel_choices();
 

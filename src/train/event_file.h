@@ -1,5 +1,5 @@
 // TensorBoard event files: what `train --log-dir` writes for TensorBoard to
-// plot (train/metrics_log.h drives it).
+// plot (trainstep/metrics_log.h drives it).
 //
 // An event file is a sequence of TFRecords: uint64 length (little-endian),
 // masked CRC-32C of those 8 bytes, the data, masked CRC-32C of the data

@@ -1,4 +1,4 @@
-#include "train/metrics_log.h"
+#include "trainstep/metrics_log.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "train/event_file.h"
 #include "trainstep/error.h"
 
 namespace ts {
@@ -35,6 +36,8 @@ MetricsLog::MetricsLog(const std::string& dir) {
   jsonl_ = std::fopen(jsonl_path_.c_str(), "a");
   if (!jsonl_) fail(jsonl_path_ + ": cannot write the metrics log: " + std::strerror(errno));
 }
+
+const std::string& MetricsLog::event_path() const { return events_->path(); }
 
 MetricsLog::~MetricsLog() {
   if (jsonl_) std::fclose(jsonl_);

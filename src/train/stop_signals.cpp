@@ -1,4 +1,4 @@
-#include "train/stop_signals.h"
+#include "trainstep/train.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "test_util.h"
-#include "train/metrics_log.h"
+#include "trainstep/metrics_log.h"
 #include "train/metrics_read.h"
 #include "trainstep/error.h"
 

@@ -16,7 +16,7 @@
 #include "test_util.h"
 #include "tiny_artifact.h"
 #include "train/checkpoints.h"
-#include "train/stop_signals.h"
+#include "trainstep/train.h"
 #include "trainstep/train.h"
 #include "trainstep/error.h"
 #include "trainstep/session.h"

@@ -1,7 +1,8 @@
-// `train --log-dir DIR`: a TrainObserver that writes what a run reports to
-// files people can watch while it runs.
+// `train --log-dir DIR`, public: a TrainObserver that writes what a run
+// reports to files people can watch while it runs (ts::read_metrics,
+// trainstep/metrics.h, reads metrics.jsonl back).
 //
-//   DIR/events.out.tfevents.*  TensorBoard scalars (train/event_file.h), at
+//   DIR/events.out.tfevents.*  TensorBoard scalars, at
 //                              the global step:
 //     per logged batch (batch_logged(), ~10 an epoch):
 //       train/loss (the epoch's mean so far, as the progress line shows),
@@ -23,10 +24,11 @@
 #include <memory>
 #include <string>
 
-#include "train/event_file.h"
 #include "trainstep/train.h"
 
 namespace ts {
+
+class EventFile;
 
 class MetricsLog : public TrainObserver {
  public:
@@ -39,7 +41,7 @@ class MetricsLog : public TrainObserver {
   void on_batch(const BatchProgress& p) override;
   void on_epoch(const EpochReport& r) override;
 
-  const std::string& event_path() const { return events_->path(); }
+  const std::string& event_path() const;
   const std::string& jsonl_path() const { return jsonl_path_; }
 
  private:
