@@ -62,4 +62,10 @@ int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_bloc
                                    float* gi);
 
 }  // namespace pool_detail
+
+using pool_detail::PoolGeom;
+// Max pooling's geometry of input x from the node's attrs (kernel_size,
+// stride, padding, dilation, ceil_mode), validated: every backend's.
+PoolGeom max_pool_geom(const NodeCtx& ctx, const TensorType& x);
+
 }  // namespace ts

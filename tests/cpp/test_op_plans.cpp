@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "ops/avg_pool.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 
 namespace {
@@ -135,6 +137,124 @@ TEST(OpPlans, ArgmaxPlanMatchesNaiveIndexing) {
         EXPECT_EQ(r, e);
       }
     }
+  }
+}
+
+// ---- pooling ----
+
+// Windows along one axis by enumeration: start o * s - pad in input
+// coordinates, span d * (k - 1) + 1. Without ceil_mode a window lies inside
+// the padded input; with it, one more may run past the end when the one
+// before it (o - 1, even o = -1) stopped short of the end, but it must start
+// inside the input or the left padding.
+int64_t naive_windows(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
+  const int64_t span = d * (k - 1) + 1, padded = in + 2 * pad;
+  int64_t n = 0;
+  for (int64_t o = 0; o * s < padded; ++o) {
+    const bool fits = o * s + span <= padded;
+    const bool prev_short = (o - 1) * s + span < padded;
+    if (fits || (ceil_mode && prev_short && o * s < in + pad)) n = o + 1;
+  }
+  return n;
+}
+
+// The OpDef's inferred types for a node of op over inputs.
+std::vector<TensorType> infer(const std::string& op, const json& attrs,
+                              const std::vector<TensorType>& in) {
+  NodeCtx n("n0", op, attrs, in, std::vector<bool>(in.size(), true));
+  return ts::OpRegistry::get().find(op)->infer(n);
+}
+
+TEST(OpPlans, MaxPoolGeomMatchesWindowCount) {
+  std::mt19937 g(3);
+  int tried = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+    const Shape x = g() % 2 ? Shape{r(1, 3), r(1, 4), r(1, 12), r(1, 12)} : Shape{r(1, 4), r(1, 12), r(1, 12)};
+    const int64_t kh = r(1, 5), kw = r(1, 5);
+    const bool ceil_mode = g() % 2;
+    const json attrs = {{"kernel_size", {kh, kw}}, {"stride", {r(1, 4), r(1, 4)}},
+                        {"padding", {r(0, kh / 2), r(0, kw / 2)}}, {"dilation", {r(1, 3), r(1, 3)}},
+                        {"ceil_mode", ceil_mode}};
+    const TensorType t{ts::DType::F32, x};
+    NodeCtx n = node(attrs, {t});
+    const int64_t H = x[x.size() - 2], W = x[x.size() - 1];
+    const int64_t oh = naive_windows(H, kh, attrs["padding"][0], attrs["stride"][0], attrs["dilation"][0], ceil_mode);
+    const int64_t ow = naive_windows(W, kw, attrs["padding"][1], attrs["stride"][1], attrs["dilation"][1], ceil_mode);
+    if (oh < 1 || ow < 1) {
+      EXPECT_THROW(ts::max_pool_geom(n, t), ts::Error);
+      continue;
+    }
+    ++tried;
+    const ts::PoolGeom p = ts::max_pool_geom(n, t);
+    EXPECT_EQ(p.OH, oh) << attrs << " " << ts::shape_str(x);
+    EXPECT_EQ(p.OW, ow) << attrs << " " << ts::shape_str(x);
+    EXPECT_EQ(p.planes * p.H * p.W, ts::shape_numel(x));
+    EXPECT_EQ(p.kh, kh);
+    EXPECT_EQ(p.sw, attrs["stride"][1]);
+    EXPECT_EQ(p.dh, attrs["dilation"][0]);
+    const auto out = infer("aten.max_pool2d_with_indices.default", attrs, {t});
+    EXPECT_EQ(out[0].shape, p.out_shape);
+  }
+  EXPECT_GT(tried, 500);
+}
+
+TEST(OpPlans, AvgPoolGeomMatchesWindowCount) {
+  std::mt19937 g(5);
+  int tried = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+    const Shape x{r(1, 3), r(1, 4), r(1, 12), r(1, 12)};
+    const int64_t kh = r(1, 5), kw = r(1, 5), divisor = r(-1, 3);
+    const bool ceil_mode = g() % 2;
+    json attrs = {{"kernel_size", {kh, kw}}, {"stride", g() % 4 ? json{r(1, 4), r(1, 4)} : json::array()},
+                  {"padding", {r(0, kh / 2), r(0, kw / 2)}}, {"ceil_mode", ceil_mode},
+                  {"count_include_pad", bool(g() % 2)}};
+    if (divisor != 0) attrs["divisor_override"] = divisor;
+    const TensorType t{ts::DType::F64, x};
+    NodeCtx n = node(attrs, {t});
+    const int64_t sh = attrs["stride"].empty() ? kh : attrs["stride"][0].get<int64_t>();
+    const int64_t sw = attrs["stride"].empty() ? kw : attrs["stride"][1].get<int64_t>();
+    const int64_t oh = naive_windows(x[2], kh, attrs["padding"][0], sh, 1, ceil_mode);
+    const int64_t ow = naive_windows(x[3], kw, attrs["padding"][1], sw, 1, ceil_mode);
+    if (oh < 1 || ow < 1) {
+      EXPECT_THROW(ts::avg_pool_geom(n, t), ts::Error);
+      continue;
+    }
+    ++tried;
+    const ts::AvgGeom p = ts::avg_pool_geom(n, t);
+    EXPECT_EQ(p.OH, oh) << attrs << " " << ts::shape_str(x);
+    EXPECT_EQ(p.OW, ow) << attrs << " " << ts::shape_str(x);
+    EXPECT_EQ(p.sh, sh);
+    EXPECT_EQ(p.sw, sw);
+    EXPECT_EQ(p.p.planes, x[0] * x[1]);
+    EXPECT_EQ(p.divisor, divisor);
+    EXPECT_EQ(p.include_pad, attrs["count_include_pad"].get<bool>());
+    EXPECT_EQ(infer("aten.avg_pool2d.default", attrs, {t})[0].shape, p.out_shape);
+  }
+  EXPECT_GT(tried, 500);
+}
+
+TEST(OpPlans, AdaptivePoolGeomFromAttrAndGrad) {
+  std::mt19937 g(9);
+  for (int trial = 0; trial < 200; ++trial) {
+    auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+    const Shape x{r(1, 3), r(1, 4), r(1, 9), r(1, 9)};
+    const json attrs = {{"output_size", {r(1, 6), r(1, 6)}}};
+    const TensorType t{ts::DType::F32, x};
+    NodeCtx n = node(attrs, {t});
+    const ts::AdaGeom p = ts::adaptive_pool_geom(n, t, nullptr);
+    EXPECT_EQ(p.OH, attrs["output_size"][0]);
+    EXPECT_EQ(p.OW, attrs["output_size"][1]);
+    EXPECT_EQ(p.p.planes * p.p.H * p.p.W, ts::shape_numel(x));
+    EXPECT_EQ(infer("aten._adaptive_avg_pool2d.default", attrs, {t})[0].shape, p.out_shape);
+    // The backward takes the output size from grad_output.
+    const json none = json::object();
+    NodeCtx b = node(none, {{ts::DType::F32, p.out_shape}, t});
+    const ts::AdaGeom q = ts::adaptive_pool_bwd_geom(b);
+    EXPECT_EQ(q.OH, p.OH);
+    EXPECT_EQ(q.OW, p.OW);
+    EXPECT_EQ(q.out_shape, p.out_shape);
   }
 }
 
