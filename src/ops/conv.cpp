@@ -43,10 +43,7 @@ constexpr auto f32 = memory::data_type::f32;
 
 std::string dims_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-// Conv geometry (ConvGeom, conv_transpose.h) from attrs and the
-// input/weight types, validated. A 1-D convolution (input (N, C, L), weight
-// (O, C/groups, kL)) is the 2-D one with H = kH = OH = 1: the same bytes,
-// so every kernel below runs it unchanged.
+}  // namespace
 
 Shape conv_out_shape(const ConvGeom& g) {
   return g.nd == 1 ? Shape{g.N, g.O, g.OW} : Shape{g.N, g.O, g.OH, g.OW};
@@ -110,6 +107,8 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
              " give output " + hw(g.OH, g.OW));
   return g;
 }
+
+namespace {
 
 tag layout_tag(Layout l) {
   switch (l) {

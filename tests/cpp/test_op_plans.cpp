@@ -5,6 +5,7 @@
 #include <random>
 
 #include "ops/avg_pool.h"
+#include "ops/conv_transpose.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
 
@@ -256,6 +257,47 @@ TEST(OpPlans, AdaptivePoolGeomFromAttrAndGrad) {
     EXPECT_EQ(q.OW, p.OW);
     EXPECT_EQ(q.out_shape, p.out_shape);
   }
+}
+
+// ---- convolution ----
+
+TEST(OpPlans, ConvGeomMatchesWindowCount) {
+  std::mt19937 g(13);
+  int tried = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+    const bool d1 = g() % 3 == 0;
+    const int64_t G = r(1, 3), N = r(1, 3), C = G * r(1, 3), O = G * r(1, 3);
+    const int64_t H = d1 ? 1 : r(1, 10), W = r(1, 10), KH = d1 ? 1 : r(1, 4), KW = r(1, 4);
+    const Shape xs = d1 ? Shape{N, C, W} : Shape{N, C, H, W};
+    const Shape ws = d1 ? Shape{O, C / G, KW} : Shape{O, C / G, KH, KW};
+    auto hw = [&](int64_t lo, int64_t hi) { return d1 ? json{r(lo, hi)} : json{r(lo, hi), r(lo, hi)}; };
+    const json attrs = {{"stride", hw(1, 3)}, {"padding", hw(0, 2)}, {"dilation", hw(1, 2)},
+                        {"transposed", false}, {"output_padding", d1 ? json{0} : json{0, 0}},
+                        {"groups", G}};
+    const TensorType x{ts::DType::F32, xs}, w{ts::DType::F32, ws};
+    NodeCtx n = node(attrs, {x, w});
+    auto at = [&](const char* k, int i) { return attrs[k][d1 ? 0 : i].get<int64_t>(); };
+    const int64_t oh = d1 ? 1 : naive_windows(H, KH, at("padding", 0), at("stride", 0), at("dilation", 0), false);
+    const int64_t ow = naive_windows(W, KW, at("padding", 1), at("stride", 1), at("dilation", 1), false);
+    if (oh < 1 || ow < 1) {
+      EXPECT_THROW(ts::conv_geom(n, 0, 1), ts::Error);
+      continue;
+    }
+    ++tried;
+    const ts::ConvGeom c = ts::conv_geom(n, 0, 1);
+    EXPECT_EQ(c.OH, oh) << attrs << ts::shape_str(xs) << ts::shape_str(ws);
+    EXPECT_EQ(c.OW, ow) << attrs << ts::shape_str(xs) << ts::shape_str(ws);
+    EXPECT_EQ(c.nd, d1 ? 1 : 2);
+    EXPECT_EQ(c.N * c.C * c.H * c.W, ts::shape_numel(xs));
+    EXPECT_EQ(c.O * (c.C / c.G) * c.KH * c.KW, ts::shape_numel(ws));
+    EXPECT_EQ(c.sw, at("stride", 1));
+    EXPECT_EQ(c.pw, at("padding", 1));
+    EXPECT_EQ(c.dw, at("dilation", 1));
+    const auto out = infer("aten.convolution.default", attrs, {x, w, {ts::DType::F32, {O}}});
+    EXPECT_EQ(out[0].shape, ts::conv_out_shape(c));
+  }
+  EXPECT_GT(tried, 500);
 }
 
 }  // namespace
