@@ -6,6 +6,8 @@
 // element size covers every dtype.
 #include <algorithm>
 
+#include "ops/shape.h"
+
 #include "ops/broadcast.h"
 #include "ops/layout.h"
 
@@ -412,9 +414,7 @@ struct SliceKernel : Kernel {
   }
 };
 
-struct SliceArgs {
-  int64_t dim, start, step, len;
-};
+}  // namespace
 
 SliceArgs slice_args(const NodeCtx& ctx) {
   const TensorType& t = ctx.input(0);
@@ -433,6 +433,8 @@ SliceArgs slice_args(const NodeCtx& ctx) {
   a.len = end > a.start ? 1 + (end - a.start - 1) / a.step : 0;  // no overflow for a huge step
   return a;
 }
+
+namespace {
 
 std::vector<TensorType> slice_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
@@ -496,6 +498,8 @@ std::unique_ptr<Kernel> slice_scatter_make(const KernelCtx& kc) {
   return k;
 }
 
+}  // namespace
+
 std::pair<int64_t, int64_t> select_args(const NodeCtx& ctx) {
   const TensorType& t = ctx.input(0);
   if (t.shape.empty()) ctx.fail("select of a 0-d tensor");
@@ -506,6 +510,8 @@ std::pair<int64_t, int64_t> select_args(const NodeCtx& ctx) {
              " of size " + std::to_string(n));
   return {dim, i < 0 ? i + n : i};
 }
+
+namespace {
 
 std::vector<TensorType> select_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
