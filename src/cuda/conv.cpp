@@ -269,8 +269,8 @@ std::unique_ptr<Kernel> make_conv_bwd(const Build& b) {
 }  // namespace
 
 void register_conv(KernelTable& t) {
-  t.add("aten.convolution.default", make_conv);
-  t.add("aten.convolution_backward.default", make_conv_bwd);
+  t.add(opname::convolution, make_conv);
+  t.add(opname::convolution_backward, make_conv_bwd);
 }
 
 }  // namespace ts::cuda

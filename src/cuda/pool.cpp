@@ -160,14 +160,14 @@ std::unique_ptr<Kernel> make_adaptive_avg_backward(const Build& b) {
 }  // namespace
 
 void register_pool(KernelTable& t) {
-  t.add("aten.max_pool2d_with_indices.default", make_max_pool);
-  t.add("aten.max_pool2d_with_indices_backward.default", make_max_pool_backward);
-  t.add("aten.avg_pool2d.default", make_avg_pool);
-  t.add("aten.avg_pool2d_backward.default", make_avg_pool_backward);
-  t.add("aten._adaptive_avg_pool2d.default", make_adaptive_avg);
-  t.add("aten._adaptive_avg_pool2d_backward.default", make_adaptive_avg_backward);
-  t.add("aten.adaptive_max_pool2d.default", make_adaptive_max);
-  t.add("aten.adaptive_max_pool2d_backward.default", make_adaptive_max_backward);
+  t.add(opname::max_pool2d, make_max_pool);
+  t.add(opname::max_pool2d_backward, make_max_pool_backward);
+  t.add(opname::avg_pool2d, make_avg_pool);
+  t.add(opname::avg_pool2d_backward, make_avg_pool_backward);
+  t.add(opname::adaptive_avg_pool2d, make_adaptive_avg);
+  t.add(opname::adaptive_avg_pool2d_backward, make_adaptive_avg_backward);
+  t.add(opname::adaptive_max_pool2d, make_adaptive_max);
+  t.add(opname::adaptive_max_pool2d_backward, make_adaptive_max_backward);
 }
 
 }  // namespace ts::cuda

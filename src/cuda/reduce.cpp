@@ -121,13 +121,13 @@ std::unique_ptr<Kernel> make_argmax(const Build& b) {
 }  // namespace
 
 void register_reduce(KernelTable& t) {
-  t.add("aten.sum.dim_IntList", make_reduce<RedOp::Sum>);
-  t.add("aten.sum.default", make_reduce<RedOp::Sum>);
-  t.add("aten.mean.dim", make_reduce<RedOp::Mean>);
-  t.add("aten.mean.default", make_reduce<RedOp::Mean>);
-  t.add("aten.amax.default", make_reduce<RedOp::Max>);
-  t.add("aten.amin.default", make_reduce<RedOp::Min>);
-  t.add("aten.argmax.default", make_argmax);
+  t.add(opname::sum_dim, make_reduce<RedOp::Sum>);
+  t.add(opname::sum, make_reduce<RedOp::Sum>);
+  t.add(opname::mean_dim, make_reduce<RedOp::Mean>);
+  t.add(opname::mean, make_reduce<RedOp::Mean>);
+  t.add(opname::amax, make_reduce<RedOp::Max>);
+  t.add(opname::amin, make_reduce<RedOp::Min>);
+  t.add(opname::argmax, make_argmax);
 }
 
 }  // namespace ts::cuda

@@ -249,14 +249,14 @@ void register_shape(KernelTable& t) {
   // nothing).
   for (const OpDef& d : OpRegistry::get().all())
     if (d.strided_view && !d.alias_input0) t.add(d, &make_view);
-  t.add("aten.cat.default", &make_cat);
-  t.add("aten.stack.default", &make_stack);
-  t.add("aten.slice.Tensor", &make_slice);
-  t.add("aten.select.int", &make_select);
-  t.add("aten.slice_scatter.default", &make_slice_scatter);
-  t.add("aten.unbind.int", &make_split<true>);
-  t.add("aten.unsafe_split.Tensor", &make_split<false>);
-  t.add("aten.split_with_sizes.default", &make_split<false>);
+  t.add(opname::cat, &make_cat);
+  t.add(opname::stack, &make_stack);
+  t.add(opname::slice, &make_slice);
+  t.add(opname::select, &make_select);
+  t.add(opname::slice_scatter, &make_slice_scatter);
+  t.add(opname::unbind, &make_split<true>);
+  t.add(opname::unsafe_split, &make_split<false>);
+  t.add(opname::split_with_sizes, &make_split<false>);
 }
 
 }  // namespace ts::cuda

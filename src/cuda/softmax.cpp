@@ -2,6 +2,7 @@
 // (device code in softmax.cu): the tensor viewed as [O, R, I], R the dim.
 #include "cuda/kernel.h"
 #include "cuda/rows.h"
+#include "ops/softmax.h"
 
 namespace ts::cuda {
 
@@ -65,10 +66,10 @@ std::unique_ptr<Kernel> make_backward(const Build& b) {
 }  // namespace
 
 void register_softmax(KernelTable& t) {
-  t.add("aten._softmax.default", make_forward<false>);
-  t.add("aten._log_softmax.default", make_forward<true>);
-  t.add("aten._softmax_backward_data.default", make_backward<false>);
-  t.add("aten._log_softmax_backward_data.default", make_backward<true>);
+  t.add(opname::softmax, make_forward<false>);
+  t.add(opname::log_softmax, make_forward<true>);
+  t.add(opname::softmax_backward, make_backward<false>);
+  t.add(opname::log_softmax_backward, make_backward<true>);
 }
 
 }  // namespace ts::cuda

@@ -389,22 +389,22 @@ std::unique_ptr<Kernel> ada_max_bwd_make(const KernelCtx& k) {
 
 void register_avg_pool_ops(OpRegistry& r) {
   const std::string f = " of float32/float64 (N,)C,H,W";
-  r.add({"aten.avg_pool2d.default",
+  r.add({opname::avg_pool2d,
          "2-D average pooling" + f + "; stride/padding/ceil_mode/count_include_pad/divisor_override as PyTorch",
          avg_infer, avg_make<false>});
-  r.add({"aten.avg_pool2d_backward.default",
+  r.add({opname::avg_pool2d_backward,
          "Gradient of 2-D average pooling: grad_output / divisor added over each window, one thread per (n, c) plane",
          avg_bwd_infer, avg_make<true>});
-  r.add({"aten._adaptive_avg_pool2d.default",
+  r.add({opname::adaptive_avg_pool2d,
          "Adaptive 2-D average pooling" + f + ": cell o averages [floor(o*in/out), ceil((o+1)*in/out))",
          ada_avg_infer, ada_avg_make});
-  r.add({"aten._adaptive_avg_pool2d_backward.default",
+  r.add({opname::adaptive_avg_pool2d_backward,
          "Gradient of adaptive 2-D average pooling, one thread per (n, c) plane", ada_avg_bwd_infer,
          ada_avg_bwd_make});
-  r.add({"aten.adaptive_max_pool2d.default",
+  r.add({opname::adaptive_max_pool2d,
          "Adaptive 2-D max pooling" + f + " returning values and int64 flat h*W+w indices as PyTorch",
          ada_max_infer, ada_max_make});
-  r.add({"aten.adaptive_max_pool2d_backward.default",
+  r.add({opname::adaptive_max_pool2d_backward,
          "Gradient of adaptive 2-D max pooling: scatters grad_output at the saved indices into a zeroed "
          "input-shaped tensor",
          ada_max_bwd_infer, ada_max_bwd_make});

@@ -37,4 +37,15 @@ AdaGeom adaptive_pool_geom(const NodeCtx& ctx, const TensorType& x, const Shape*
 // The backward ops' (inputs grad_output, self): checks grad_output too.
 AdaGeom adaptive_pool_bwd_geom(const NodeCtx& ctx);
 
+// The ops' names, spelled once: their registration and every backend's
+// kernel table use these.
+namespace opname {
+inline constexpr const char* avg_pool2d = "aten.avg_pool2d.default";
+inline constexpr const char* avg_pool2d_backward = "aten.avg_pool2d_backward.default";
+inline constexpr const char* adaptive_avg_pool2d = "aten._adaptive_avg_pool2d.default";
+inline constexpr const char* adaptive_avg_pool2d_backward = "aten._adaptive_avg_pool2d_backward.default";
+inline constexpr const char* adaptive_max_pool2d = "aten.adaptive_max_pool2d.default";
+inline constexpr const char* adaptive_max_pool2d_backward = "aten.adaptive_max_pool2d_backward.default";
+}  // namespace opname
+
 }  // namespace ts

@@ -870,7 +870,7 @@ void register_conv_ops(OpRegistry& r) {
   const LayoutCaps bwd_layouts{{in_port(0), in_port(1), out_port(0)}, {}, conv_takes_blocked_relu};
   LayoutCaps relu_bwd_layouts = bwd_layouts;
   relu_bwd_layouts.same = {{in_port(1), out_port(0)}};
-  OpDef conv{"aten.convolution.default",
+  OpDef conv{opname::convolution,
              "1-D or 2-D convolution, float32 (oneDNN, or Winograd F(2x2,3x3) for blocked 3x3 "
              "stride-1 where it measures faster) or float64 (im2col + GEMM) NCL/NCHW input, "
              "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
@@ -891,7 +891,7 @@ void register_conv_ops(OpRegistry& r) {
                   infer_conv, make_conv<true>};
   conv_relu.layouts = fwd_layouts;
   r.add(std::move(conv_relu));
-  OpDef bwd{"aten.convolution_backward.default",
+  OpDef bwd{opname::convolution_backward,
             "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
             "float32 (oneDNN; a blocked 3x3 stride-1 input gradient may run as Winograd "
             "F(2x2,3x3) where it measures faster) or float64 (im2col + GEMM); transposed=true: "

@@ -78,4 +78,12 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx);
 std::unique_ptr<Kernel> make_bwd(const KernelCtx& k);
 
 }  // namespace conv_transpose
+
+// The ops' names, spelled once: their registration and every backend's
+// kernel table use these.
+namespace opname {
+inline constexpr const char* convolution = "aten.convolution.default";
+inline constexpr const char* convolution_backward = "aten.convolution_backward.default";
+}  // namespace opname
+
 }  // namespace ts

@@ -763,7 +763,7 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 }  // namespace pool_detail
 
 void register_pool_ops(OpRegistry& r) {
-  OpDef fwd{"aten.max_pool2d_with_indices.default",
+  OpDef fwd{opname::max_pool2d,
             "2-D max pooling over float32 or float64 (N,)C,H,W returning values and int64 flat "
             "h*W+w indices as PyTorch; stride/padding/dilation/ceil_mode",
             infer_fwd, make_fwd};
@@ -776,7 +776,7 @@ void register_pool_ops(OpRegistry& r) {
   fwd.fuse_role = FuseRole::MaxPool;
   fwd.relu_fused = "trainstep.max_pool2d_code";
   r.add(std::move(fwd));
-  OpDef bwd{"aten.max_pool2d_with_indices_backward.default",
+  OpDef bwd{opname::max_pool2d_backward,
             "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
             "float32 or float64 tensor at the saved indices",
             infer_bwd, make_bwd};

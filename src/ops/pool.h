@@ -68,4 +68,11 @@ using pool_detail::PoolGeom;
 // stride, padding, dilation, ceil_mode), validated: every backend's.
 PoolGeom max_pool_geom(const NodeCtx& ctx, const TensorType& x);
 
+// The ops' names, spelled once: their registration and every backend's
+// kernel table use these.
+namespace opname {
+inline constexpr const char* max_pool2d = "aten.max_pool2d_with_indices.default";
+inline constexpr const char* max_pool2d_backward = "aten.max_pool2d_with_indices_backward.default";
+}  // namespace opname
+
 }  // namespace ts

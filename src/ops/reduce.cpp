@@ -435,24 +435,24 @@ std::unique_ptr<Kernel> argmax_make(const KernelCtx& kc) {
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
-  r.add(OpDef{"aten.sum.dim_IntList",
+  r.add(OpDef{opname::sum_dim,
               "sum over attr dim (null/empty = all), keepdim, dtype; float32 accumulates in double; bool/int -> int64",
               &red_infer<Red::Sum>, &red_make<Red::Sum>, false});
-  r.add(OpDef{"aten.sum.default", "sum of all elements (attr dtype); float32 accumulates in double; bool/int -> int64",
+  r.add(OpDef{opname::sum, "sum of all elements (attr dtype); float32 accumulates in double; bool/int -> int64",
               &red_infer<Red::Sum>, &red_make<Red::Sum>, false});
-  r.add(OpDef{"aten.mean.default", "mean of all elements (attr dtype); float32/float64 only",
+  r.add(OpDef{opname::mean, "mean of all elements (attr dtype); float32/float64 only",
               &red_infer<Red::Mean>, &red_make<Red::Mean>, false});
-  OpDef mean_dim{"aten.mean.dim",
+  OpDef mean_dim{opname::mean_dim,
                  "mean over attr dim (null/empty = all), keepdim, dtype; float32/float64 only; over dim "
                  "[2, 3] the input may be channel-blocked (plan_layouts)",
                  &mean_dim_infer, &mean_dim_make, false};
   mean_dim.layouts = LayoutCaps{{in_port(0)}, {}, &spatial_dims};
   r.add(std::move(mean_dim));
-  r.add(OpDef{"aten.amax.default", "max over attr dim (empty = all), keepdim; NaN propagates; any dtype",
+  r.add(OpDef{opname::amax, "max over attr dim (empty = all), keepdim; NaN propagates; any dtype",
               &red_infer<Red::Max>, &red_make<Red::Max>, false});
-  r.add(OpDef{"aten.amin.default", "min over attr dim (empty = all), keepdim; NaN propagates; any dtype",
+  r.add(OpDef{opname::amin, "min over attr dim (empty = all), keepdim; NaN propagates; any dtype",
               &red_infer<Red::Min>, &red_make<Red::Min>, false});
-  r.add(OpDef{"aten.argmax.default",
+  r.add(OpDef{opname::argmax,
               "index of the first max along attr dim (null = flattened), keepdim -> int64; NaN counts as max; not bool",
               &argmax_infer, &argmax_make, false});
 }

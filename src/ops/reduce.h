@@ -30,4 +30,16 @@ struct ArgmaxPlan {
 };
 ArgmaxPlan argmax_plan(const NodeCtx& ctx, const Shape& in);
 
+// The ops' names, spelled once: their registration and every backend's
+// kernel table use these.
+namespace opname {
+inline constexpr const char* sum_dim = "aten.sum.dim_IntList";
+inline constexpr const char* sum = "aten.sum.default";
+inline constexpr const char* mean_dim = "aten.mean.dim";
+inline constexpr const char* mean = "aten.mean.default";
+inline constexpr const char* amax = "aten.amax.default";
+inline constexpr const char* amin = "aten.amin.default";
+inline constexpr const char* argmax = "aten.argmax.default";
+}  // namespace opname
+
 }  // namespace ts

@@ -12,6 +12,7 @@
 
 #include "ops/broadcast.h"
 #include "ops/vmath.h"
+#include "ops/softmax.h"
 
 namespace ts {
 
@@ -178,14 +179,14 @@ std::unique_ptr<Kernel> bwd_make(const KernelCtx& kc) {
 
 void register_softmax_ops(OpRegistry& r) {
   const std::string f = "; float32/float64, sums in double";
-  r.add(OpDef{"aten._softmax.default", "exp(self - max) / sum(exp(self - max)) along attr dim" + f,
+  r.add(OpDef{opname::softmax, "exp(self - max) / sum(exp(self - max)) along attr dim" + f,
               &fwd_infer, &fwd_make<false>});
-  r.add(OpDef{"aten._log_softmax.default", "self - max - log(sum(exp(self - max))) along attr dim" + f,
+  r.add(OpDef{opname::log_softmax, "self - max - log(sum(exp(self - max))) along attr dim" + f,
               &fwd_infer, &fwd_make<true>});
-  r.add(OpDef{"aten._softmax_backward_data.default",
+  r.add(OpDef{opname::softmax_backward,
               "softmax gradient output * (grad_output - sum(grad_output * output)) along attr dim" + f,
               &bwd_infer, &bwd_make<false>});
-  r.add(OpDef{"aten._log_softmax_backward_data.default",
+  r.add(OpDef{opname::log_softmax_backward,
               "log_softmax gradient grad_output - exp(output) * sum(grad_output) along attr dim" + f,
               &bwd_infer, &bwd_make<true>});
 }
