@@ -15,16 +15,10 @@ SoftmaxParams plan_lines(const NodeCtx& n, bool log) {
   SoftmaxParams p;
   p.f64 = x.dtype == DType::F64;
   p.log = log;
-  const Shape& s = x.shape;
-  if (!s.empty()) {
-    const int64_t rank = static_cast<int64_t>(s.size());
-    int64_t d = n.attr_int("dim");
-    if (d < -rank || d >= rank) n.fail("CUDA: dim out of range for " + x.str());
-    if (d < 0) d += rank;
-    p.O = shape_numel(Shape(s.begin(), s.begin() + d));
-    p.R = s[d];
-    p.I = shape_numel(Shape(s.begin() + d + 1, s.end()));
-  }
+  const SoftmaxLines l = softmax_lines(n, x.shape);  // the CPU op's
+  p.O = l.O;
+  p.R = l.R;
+  p.I = l.I;
   p.threads = rowk::row_threads(p.R);
   return p;
 }

@@ -1,6 +1,21 @@
-// Softmax: the ops' names, spelled once. Their registration (src/ops)
-// and every backend's kernel table use these.
+// Softmax and log_softmax (and their gradients) along attr dim: the lines
+// they normalise, and the ops' names, spelled once. Their registration
+// (src/ops) and every backend's kernel table use these.
 #pragma once
+#include <cstdint>
+
+#include "ops/op.h"
+
+namespace ts {
+
+// The tensor as [O, R, I] lines of R elements along attr dim (wrapped);
+// a 0-d tensor is one line of one element.
+struct SoftmaxLines {
+  int64_t O = 1, R = 1, I = 1;
+};
+SoftmaxLines softmax_lines(const NodeCtx& ctx, const Shape& s);
+
+}  // namespace ts
 
 namespace ts::opname {
 

@@ -8,6 +8,7 @@
 #include "ops/conv_transpose.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
+#include "ops/softmax.h"
 
 namespace {
 
@@ -138,6 +139,22 @@ TEST(OpPlans, ArgmaxPlanMatchesNaiveIndexing) {
         EXPECT_EQ(r, e);
       }
     }
+  }
+}
+
+TEST(OpPlans, SoftmaxLinesRunAlongDim) {
+  std::mt19937 g(29);
+  for (int trial = 0; trial < 300; ++trial) {
+    const Shape s = random_shape(g, 5, 5);
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t dim = rank ? std::uniform_int_distribution<int64_t>(0, rank - 1)(g) : 0;
+    const json attrs = {{"dim", g() % 2 || rank == 0 ? dim : dim - rank}};
+    NodeCtx n = node(attrs, {{ts::DType::F32, s}});
+    const ts::SoftmaxLines l = ts::softmax_lines(n, s);
+    ASSERT_EQ(l.O * l.R * l.I, ts::shape_numel(s));
+    // Element (o, r, i) of a line is the one whose index along dim is r.
+    for (int64_t e = 0; e < ts::shape_numel(s); ++e)
+      EXPECT_EQ((e / l.I) % l.R, rank ? unflat(e, s)[dim] : 0) << ts::shape_str(s) << " dim " << dim;
   }
 }
 
