@@ -27,11 +27,6 @@ void dnn_check(const NodeCtx& node, cudnnStatus_t s, const std::string& what) {
     node.fail("CUDA: cuDNN " + what + ": " + cudnnGetErrorString(s));
 }
 
-struct Geom {
-  int64_t N, C, H, W, O, KH, KW, G, OH, OW;
-  int64_t sh, sw, ph, pw, dh, dw;
-};
-
 // Tensor and filter descriptors of one convolution (input at ix, weight at
 // iw of the node), with 1 and 0 in the compute type for alpha / beta.
 class ConvDescs {
@@ -40,34 +35,14 @@ class ConvDescs {
     if (node.has_attr("transposed") && node.attr_bool("transposed"))
       node.fail("CUDA: transposed convolution not supported");
     const TensorType& x = node.input(ix);
-    const TensorType& w = node.input(iw);
-    if (x.dtype != w.dtype || (x.dtype != DType::F32 && x.dtype != DType::F64))
-      node.fail("CUDA: convolution of " + x.str() + " and " + w.str() + " not supported");
-    const size_t rank = x.shape.size();
-    if ((rank != 3 && rank != 4) || w.shape.size() != rank)
-      node.fail("CUDA: convolution of " + x.str() + " with weight " + w.str() + " not supported");
     for (int i = 0; i < node.num_inputs(); ++i)
       if (node.has_input(i) && port_layout(node, false, i, node.input(i)) != Layout::Plain)
         node.fail("CUDA: channel-blocked layouts not supported");
     if (port_layout(node, true, 0, x) != Layout::Plain)
       node.fail("CUDA: channel-blocked layouts not supported");
     f64_ = x.dtype == DType::F64;
-    const int nd = static_cast<int>(rank) - 2;
-    const bool d1 = nd == 1;
-    Geom& g = g_;
-    g.N = x.shape[0];
-    g.C = x.shape[1];
-    g.H = d1 ? 1 : x.shape[2];
-    g.W = x.shape[rank - 1];
-    g.O = w.shape[0];
-    g.KH = d1 ? 1 : w.shape[2];
-    g.KW = w.shape[rank - 1];
-    g.G = node.attr_int("groups");
-    conv_attr_hw(node, "stride", nd, 1, g.sh, g.sw);
-    conv_attr_hw(node, "padding", nd, 0, g.ph, g.pw);
-    conv_attr_hw(node, "dilation", nd, 1, g.dh, g.dw);
-    if (g.G < 1 || g.C % g.G != 0 || g.O % g.G != 0 || w.shape[1] * g.G != g.C)
-      node.fail("CUDA: convolution groups do not match the channels");
+    g_ = conv_geom(node, ix, iw);  // the CPU op's geometry and checks
+    const ConvGeom& g = g_;
     const int64_t big = std::numeric_limits<int>::max();
     for (int64_t v : {g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.G, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw})
       if (v > big) node.fail("CUDA: convolution size " + std::to_string(v) + " too large");
@@ -94,9 +69,7 @@ class ConvDescs {
     int n = 0, c = 0, h = 0, wd = 0;
     dnn_check(node, cudnnGetConvolution2dForwardOutputDim(conv_, x_, w_, &n, &c, &h, &wd),
               "output size");
-    g.OH = h;
-    g.OW = wd;
-    if (n != g.N || c != g.O || h < 1 || wd < 1)
+    if (n != g.N || c != g.O || h != g.OH || wd != g.OW)
       node.fail("CUDA: cuDNN's convolution output size differs from the op's");
     if (g.N * g.C * g.H * g.W > big || g.N * g.O * g.OH * g.OW > big)
       node.fail("CUDA: convolution tensors over 2^31 elements not supported");
@@ -119,14 +92,12 @@ class ConvDescs {
 
   // The output (or grad_output) shape the descriptors describe, as the node
   // types it: rank 3 for a 1-D convolution.
-  Shape out_shape(size_t rank) const {
-    return rank == 3 ? Shape{g_.N, g_.O, g_.OW} : Shape{g_.N, g_.O, g_.OH, g_.OW};
-  }
+  Shape out_shape() const { return conv_out_shape(g_); }
 
   const void* one() const { return f64_ ? static_cast<const void*>(&one_d_) : &one_f_; }
   const void* zero() const { return f64_ ? static_cast<const void*>(&zero_d_) : &zero_f_; }
 
-  Geom g_;
+  ConvGeom g_;
   bool f64_ = false;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
@@ -167,7 +138,7 @@ class ConvFwdKernel : public Kernel {
   explicit ConvFwdKernel(const Build& b) : d_(b.node(), 0, 1) {
     const NodeCtx& node = b.node();
     bias_ = node.has_input(2);
-    if (b.outputs()[0].shape != d_.out_shape(node.input(0).shape.size()))
+    if (b.outputs()[0].shape != d_.out_shape())
       node.fail("CUDA: convolution output type differs from cuDNN's");
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int n = 0;
@@ -220,7 +191,7 @@ class ConvBwdKernel : public Kernel {
     want_w_ = m[1];
     want_b_ = m[2];
     const TensorType& go = node.input(0);
-    if (go.dtype != node.input(1).dtype || go.shape != d_.out_shape(node.input(1).shape.size()))
+    if (go.dtype != node.input(1).dtype || go.shape != d_.out_shape())
       node.fail("CUDA: grad_output type differs from cuDNN's output size");
     if (want_in_) {
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -298,8 +269,8 @@ std::unique_ptr<Kernel> make_conv_bwd(const Build& b) {
 }  // namespace
 
 void register_conv(KernelTable& t) {
-  t.add("aten.convolution.default", make_conv);
-  t.add("aten.convolution_backward.default", make_conv_bwd);
+  t.add(opname::convolution, make_conv);
+  t.add(opname::convolution_backward, make_conv_bwd);
 }
 
 }  // namespace ts::cuda

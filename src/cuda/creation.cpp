@@ -4,6 +4,7 @@
 // copies it device to device into the output (the output's arena slot is
 // shared with other values, so the copy is needed every step).
 #include "cuda/kernel.h"
+#include "ops/creation.h"
 
 namespace ts::cuda {
 
@@ -53,8 +54,8 @@ void register_creation(KernelTable& t) {
   for (const OpDef& d : OpRegistry::get().all())
     if ((d.constant != ConstRole::None || d.shape_only) && !d.random) t.add(d.name, &make_constant);
   // No inputs at all: their attributes give the value.
-  for (const char* op : {"aten.full.default", "aten.zeros.default", "aten.arange.default",
-                         "aten.arange.start_step"})
+  for (const char* op : {opname::full, opname::zeros, opname::arange,
+                         opname::arange_start_step})
     t.add(op, &make_constant);
 }
 

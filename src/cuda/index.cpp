@@ -9,6 +9,7 @@
 #include "cuda/gather.h"
 #include "cuda/kernel.h"
 #include "ops/broadcast.h"
+#include "ops/index.h"
 
 namespace ts::cuda {
 
@@ -81,7 +82,7 @@ std::unique_ptr<Kernel> make_gather(const Build& b) {
     p.index = static_cast<const int64_t*>(in[1].data);
     p.out = out[0].data;
     launch_gather(p, ctx.stream);
-    check_launch("aten.gather.default");
+    check_launch(opname::gather);
   });
 }
 
@@ -138,7 +139,7 @@ std::unique_ptr<Kernel> make_index_select(const Build& b) {
     p.index = static_cast<const int64_t*>(in[1].data);
     p.out = out[0].data;
     launch_index_select(p, ctx.stream);
-    check_launch("aten.index_select.default");
+    check_launch(opname::index_select);
   });
 }
 
@@ -167,19 +168,19 @@ std::unique_ptr<Kernel> make_index_put(const Build& b) {
     p.values = in[2].data;
     p.out = out[0].data;
     launch_index_put(p, ctx.stream);
-    check_launch("aten.index_put.default");
+    check_launch(opname::index_put);
   });
 }
 
 }  // namespace
 
 void register_index(KernelTable& t) {
-  t.add("aten.gather.default", &make_gather);
-  t.add("aten.scatter.value", &make_scatter<Sc::Value>);
-  t.add("aten.scatter.src", &make_scatter<Sc::Src>);
-  t.add("aten.scatter_add.default", &make_scatter<Sc::Add>);
-  t.add("aten.index_select.default", &make_index_select);
-  t.add("aten.index_put.default", &make_index_put);
+  t.add(opname::gather, &make_gather);
+  t.add(opname::scatter_value, &make_scatter<Sc::Value>);
+  t.add(opname::scatter_src, &make_scatter<Sc::Src>);
+  t.add(opname::scatter_add, &make_scatter<Sc::Add>);
+  t.add(opname::index_select, &make_index_select);
+  t.add(opname::index_put, &make_index_put);
 }
 
 }  // namespace ts::cuda

@@ -1,5 +1,7 @@
 #include "cuda/kernel.h"
 
+#include <algorithm>
+
 namespace ts::cuda {
 
 const KernelTable& KernelTable::get() {
@@ -21,19 +23,38 @@ const KernelTable& KernelTable::get() {
   return table;
 }
 
-const MakeKernel* KernelTable::find(const std::string& op) const {
-  auto it = by_op_.find(op);
+const OpDef& Build::op() const {
+  if (def) return *def;
+  const OpDef* d = OpRegistry::get().find(node().op());
+  if (!d) node().fail("CUDA: unknown op");
+  return *d;
+}
+
+const MakeKernel* KernelTable::find(const OpDef& op) const {
+  auto it = by_op_.find(&op);
   return it == by_op_.end() ? nullptr : &it->second;
+}
+
+const MakeKernel* KernelTable::find(const std::string& op) const {
+  const OpDef* d = OpRegistry::get().find(op);
+  return d ? find(*d) : nullptr;
 }
 
 std::vector<std::string> KernelTable::ops() const {
   std::vector<std::string> r;
-  for (const auto& [op, m] : by_op_) r.push_back(op);
+  for (const auto& [op, m] : by_op_) r.push_back(op->name);
+  std::sort(r.begin(), r.end());
   return r;
 }
 
+void KernelTable::add(const OpDef& op, MakeKernel make) {
+  if (!by_op_.emplace(&op, make).second) fail("CUDA kernel for '" + op.name + "' registered twice");
+}
+
 void KernelTable::add(const std::string& op, MakeKernel make) {
-  if (!by_op_.emplace(op, make).second) fail("CUDA kernel for '" + op + "' registered twice");
+  const OpDef* d = OpRegistry::get().find(op);
+  if (!d) fail("CUDA kernel for '" + op + "': no such op in the registry");
+  add(*d, make);
 }
 
 void check(cudaError_t e, const std::string& what) {

@@ -1,5 +1,6 @@
 // The CUDA backend's kernel interface. Each op with a CUDA kernel registers
-// a factory here, by op name; the step compiler (step.cpp) builds one
+// a factory here against its OpDef (ops/op.h), whose semantics (plans,
+// geometry, pointwise codes) the host code reads; the step compiler (step.cpp) builds one
 // kernel per node at compile time and records every kernel's launches into
 // one CUDA graph. Host-side files (.cpp) read the node's attributes and
 // types; the device code (.cu) sees plain structs only (launch.h).
@@ -44,21 +45,27 @@ struct Build {
   const KernelCtx& k;
   cudnnHandle_t dnn = nullptr;
   cublasLtHandle_t blas = nullptr;
+  const OpDef* def = nullptr;  // the node's op; null: looked up by the node's op name
   const NodeCtx& node() const { return k.node; }
   const std::vector<TensorType>& outputs() const { return k.outputs; }
+  const OpDef& op() const;
 };
 
 using MakeKernel = std::unique_ptr<Kernel> (*)(const Build&);
 
+// Keyed by OpDef: a family registers against the ops it implements, found
+// by what the op declares (pointwise codes, strided views) or by name once.
 class KernelTable {
  public:
   static const KernelTable& get();  // every family registered, built once
-  const MakeKernel* find(const std::string& op) const;
-  std::vector<std::string> ops() const;
-  void add(const std::string& op, MakeKernel make);  // fails on a duplicate
+  const MakeKernel* find(const OpDef& op) const;
+  const MakeKernel* find(const std::string& op) const;  // by registry name (tests)
+  std::vector<std::string> ops() const;                 // the ops' names, sorted
+  void add(const OpDef& op, MakeKernel make);           // fails on a duplicate
+  void add(const std::string& op, MakeKernel make);     // the registry's op of that name
 
  private:
-  std::map<std::string, MakeKernel> by_op_;
+  std::map<const OpDef*, MakeKernel> by_op_;
 };
 
 // One per kernel family file; KernelTable::get() calls each.

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cuda/kernel.h"
+#include "ops/matmul.h"
 
 namespace ts::cuda {
 namespace {
@@ -311,9 +312,9 @@ std::unique_ptr<Kernel> make_trans(const Build& b) {
 }  // namespace
 
 void register_matmul(KernelTable& t) {
-  t.add("aten.mm.default", make_mm);
-  t.add("aten.bmm.default", make_mm);
-  t.add("aten.addmm.default", make_addmm);
+  t.add(opname::mm, make_mm);
+  t.add(opname::bmm, make_mm);
+  t.add(opname::addmm, make_addmm);
   t.add("trainstep.matmul", make_trans);
 }
 

@@ -4,6 +4,7 @@
 #include "cuda/kernel.h"
 #include "cuda/rows.h"
 #include "ops/layout.h"
+#include "ops/norm.h"
 
 namespace ts::cuda {
 
@@ -197,10 +198,10 @@ std::unique_ptr<Kernel> make_ln_backward(const Build& b) {
 }  // namespace
 
 void register_norm(KernelTable& t) {
-  t.add("aten.native_batch_norm.default", make_bn);
-  t.add("aten.native_batch_norm_backward.default", make_bn_backward);
-  t.add("aten.native_layer_norm.default", make_ln);
-  t.add("aten.native_layer_norm_backward.default", make_ln_backward);
+  t.add(opname::batch_norm, make_bn);
+  t.add(opname::batch_norm_backward, make_bn_backward);
+  t.add(opname::layer_norm, make_ln);
+  t.add(opname::layer_norm_backward, make_ln_backward);
 }
 
 }  // namespace ts::cuda

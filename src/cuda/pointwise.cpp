@@ -1,6 +1,6 @@
-// Host side of the pointwise kernels: every elementwise op, and each
-// trainstep.fused_elementwise group, becomes a pw::Program (pointwise.h)
-// built once at compile time and launched by run().
+// Host side of the pointwise kernels: every elementwise op (each OpDef with
+// a pointwise code), and each trainstep.fused_elementwise group, becomes a
+// pw::Program (pointwise.h) built once at compile time and launched by run().
 #include <cstring>
 
 #include "cuda/kernel.h"
@@ -15,43 +15,47 @@ using pw::Program;
 
 uint8_t type_code(DType t) { return static_cast<uint8_t>(t); }  // same order
 
-struct OpInfo {
-  pw::Op op;
-  int arity;                  // tensor operands (Scalar forms: 1)
-  const char* scalar = nullptr;  // attr holding the second operand (.Scalar forms)
-};
-
-// Each pointwise op by name: its instruction, its tensor operands and,
-// for .Scalar forms, the attribute that is its other operand.
-const std::map<std::string, OpInfo>& op_infos() {
-  static const std::map<std::string, OpInfo> m = {
-      {"aten.add.Tensor", {pw::Add, 2}},      {"aten.add.Scalar", {pw::Add, 1, "other"}},
-      {"aten.sub.Tensor", {pw::Sub, 2}},      {"aten.sub.Scalar", {pw::Sub, 1, "other"}},
-      {"aten.mul.Tensor", {pw::Mul, 2}},      {"aten.mul.Scalar", {pw::Mul, 1, "other"}},
-      {"aten.div.Tensor", {pw::Div, 2}},      {"aten.div.Scalar", {pw::Div, 1, "other"}},
-      {"aten.maximum.default", {pw::Max, 2}}, {"aten.minimum.default", {pw::Min, 2}},
-      {"aten.pow.Tensor_Tensor", {pw::Pow, 2}},
-      {"aten.pow.Tensor_Scalar", {pw::PowScalar, 1}},
-      {"aten.eq.Tensor", {pw::Eq, 2}},        {"aten.eq.Scalar", {pw::Eq, 1, "other"}},
-      {"aten.ne.Tensor", {pw::Ne, 2}},        {"aten.ne.Scalar", {pw::Ne, 1, "other"}},
-      {"aten.lt.Tensor", {pw::Lt, 2}},        {"aten.lt.Scalar", {pw::Lt, 1, "other"}},
-      {"aten.le.Tensor", {pw::Le, 2}},        {"aten.le.Scalar", {pw::Le, 1, "other"}},
-      {"aten.gt.Tensor", {pw::Gt, 2}},        {"aten.gt.Scalar", {pw::Gt, 1, "other"}},
-      {"aten.ge.Tensor", {pw::Ge, 2}},        {"aten.ge.Scalar", {pw::Ge, 1, "other"}},
-      {"aten.where.self", {pw::Where, 3}},
-      {"aten.masked_fill.Scalar", {pw::Where, 2, "value"}},
-      {"aten.neg.default", {pw::Neg, 1}},     {"aten.exp.default", {pw::Exp, 1}},
-      {"aten.expm1.default", {pw::Expm1, 1}}, {"aten.log.default", {pw::Log, 1}},
-      {"aten.log1p.default", {pw::Log1p, 1}}, {"aten.sqrt.default", {pw::Sqrt, 1}},
-      {"aten.rsqrt.default", {pw::Rsqrt, 1}}, {"aten.abs.default", {pw::Abs, 1}},
-      {"aten.relu.default", {pw::Relu, 1}},   {"aten.sigmoid.default", {pw::Sigmoid, 1}},
-      {"aten.tanh.default", {pw::Tanh, 1}},   {"aten.reciprocal.default", {pw::Reciprocal, 1}},
-      {"aten.cos.default", {pw::Cos, 1}},     {"aten.sin.default", {pw::Sin, 1}},
-      {"aten.sign.default", {pw::Sign, 1}},   {"aten.erf.default", {pw::Erf, 1}},
-      {"aten.gelu.default", {pw::Gelu, 1}},   {"aten._to_copy.default", {pw::Cast, 1}},
-      {"aten.clamp.default", {pw::Clamp, 1}},
-  };
-  return m;
+// The device instruction of each op code (ops/op.h's PwCode).
+pw::Op device_op(PwCode c) {
+  switch (c) {
+    case PwCode::Add: return pw::Add;
+    case PwCode::Sub: return pw::Sub;
+    case PwCode::Mul: return pw::Mul;
+    case PwCode::Div: return pw::Div;
+    case PwCode::Max: return pw::Max;
+    case PwCode::Min: return pw::Min;
+    case PwCode::Pow: return pw::Pow;
+    case PwCode::PowScalar: return pw::PowScalar;
+    case PwCode::Eq: return pw::Eq;
+    case PwCode::Ne: return pw::Ne;
+    case PwCode::Lt: return pw::Lt;
+    case PwCode::Le: return pw::Le;
+    case PwCode::Gt: return pw::Gt;
+    case PwCode::Ge: return pw::Ge;
+    case PwCode::Where:
+    case PwCode::MaskedFill: return pw::Where;
+    case PwCode::Neg: return pw::Neg;
+    case PwCode::Exp: return pw::Exp;
+    case PwCode::Expm1: return pw::Expm1;
+    case PwCode::Log: return pw::Log;
+    case PwCode::Log1p: return pw::Log1p;
+    case PwCode::Sqrt: return pw::Sqrt;
+    case PwCode::Rsqrt: return pw::Rsqrt;
+    case PwCode::Abs: return pw::Abs;
+    case PwCode::Relu: return pw::Relu;
+    case PwCode::Sigmoid: return pw::Sigmoid;
+    case PwCode::Tanh: return pw::Tanh;
+    case PwCode::Cos: return pw::Cos;
+    case PwCode::Sin: return pw::Sin;
+    case PwCode::Reciprocal: return pw::Reciprocal;
+    case PwCode::Sign: return pw::Sign;
+    case PwCode::Erf: return pw::Erf;
+    case PwCode::Gelu: return pw::Gelu;
+    case PwCode::Cast: return pw::Cast;
+    case PwCode::Clamp: return pw::Clamp;
+    case PwCode::None: break;
+  }
+  fail("CUDA: pointwise op code without an instruction");
 }
 
 bool is_cmp(pw::Op op) { return op >= pw::Eq && op <= pw::Ge; }
@@ -72,42 +76,42 @@ class Builder {
   }
 
   // One op (a node, or a member of a fused group) over SSA operands.
-  int op(const NodeCtx& ctx, const std::vector<int>& args, const std::vector<TensorType>& types,
-         const TensorType& out) {
-    auto it = op_infos().find(ctx.op());
-    if (it == op_infos().end()) node_.fail("CUDA: " + ctx.op() + " has no pointwise form");
-    const OpInfo& info = it->second;
+  int op(const OpDef& def, const NodeCtx& ctx, const std::vector<int>& args,
+         const std::vector<TensorType>& types, const TensorType& out) {
+    const Pointwise& form = def.pointwise;
+    if (form.code == PwCode::None) node_.fail("CUDA: " + ctx.op() + " has no pointwise form");
+    const pw::Op kind = device_op(form.code);
     std::vector<int> a = args;
     std::vector<TensorType> t = types;
-    if (info.scalar) {  // the attribute is the last operand
-      const TensorType st = scalar_attr_type(ctx, info.scalar);
-      a.push_back(constant(ctx.attr_float(info.scalar), st.dtype));
+    if (form.scalar_attr) {  // the attribute is the last operand
+      const TensorType st = scalar_attr_type(ctx, form.scalar_attr);
+      a.push_back(constant(ctx.attr_float(form.scalar_attr), st.dtype));
       t.push_back(st);
     }
     pw::Instr I;
-    I.op = info.op;
+    I.op = kind;
     I.out = type_code(out.dtype);
-    if (is_cmp(info.op)) {
+    if (is_cmp(kind)) {
       I.ct = type_code(compute_dtype(result_type(t)));
-    } else if (info.op == pw::Cast) {
+    } else if (kind == pw::Cast) {
       I.ct = pw::F64;  // the value as is; rounding to `out` converts it
     } else {
       I.ct = type_code(compute_dtype(out.dtype));
     }
-    if (info.op == pw::Add || info.op == pw::Sub)
+    if (kind == pw::Add || kind == pw::Sub)
       I.alpha = ctx.has_attr("alpha") ? ctx.attr_float("alpha") : 1.0;
-    if (info.op == pw::PowScalar) I.s = ctx.attr_float("exponent");
-    if (info.op == pw::Clamp) {  // bounds as attrs; either may be absent
+    if (kind == pw::PowScalar) I.s = ctx.attr_float("exponent");
+    if (kind == pw::Clamp) {  // bounds as attrs; either may be absent
       if (ctx.has_attr("min")) I.flags |= 1, I.s = ctx.attr_float("min");
       if (ctx.has_attr("max")) I.flags |= 2, I.alpha = ctx.attr_float("max");
     }
     const bool float_ct = I.ct == pw::F32 || I.ct == pw::F64;
-    if ((info.op == pw::Pow || info.op == pw::PowScalar || (info.op >= pw::Exp && info.op <= pw::Gelu &&
-         info.op != pw::Abs && info.op != pw::Relu && info.op != pw::Sign)) && !float_ct)
+    if ((kind == pw::Pow || kind == pw::PowScalar || (kind >= pw::Exp && kind <= pw::Gelu &&
+         kind != pw::Abs && kind != pw::Relu && kind != pw::Sign)) && !float_ct)
       node_.fail("CUDA: " + ctx.op() + " in " + dtype_name(out.dtype) + " is not supported");
-    if (info.op == pw::Gelu && ctx.has_attr("approximate") && ctx.attr_str("approximate") == "tanh")
+    if (kind == pw::Gelu && ctx.has_attr("approximate") && ctx.attr_str("approximate") == "tanh")
       I.op = pw::GeluTanh;
-    if (ctx.op() == "aten.masked_fill.Scalar") {
+    if (form.code == PwCode::MaskedFill) {
       a = {a[1], a[2], a[0]};  // mask ? value : self
     }
     if (a.size() > 3) node_.fail("CUDA: too many operands for " + ctx.op());
@@ -239,7 +243,7 @@ std::unique_ptr<Kernel> make_single(const Build& b) {
     args.push_back(bl.load(k));
     types.push_back(node.input(k));
   }
-  bl.output(bl.op(node, args, types, b.outputs()[0]), 0);
+  bl.output(bl.op(b.op(), node, args, types, b.outputs()[0]), 0);
   Program p = bl.finish();
   set_shape(p, node, b.outputs()[0].shape, false);
   p.out[0].type = type_code(b.outputs()[0].dtype);
@@ -295,7 +299,7 @@ std::unique_ptr<Kernel> make_fused(const Build& b) {
     if (def->constant != ConstRole::None && args.empty()) {
       v = bl.constant(immediate_value(*def, ctx, out), out.dtype);
     } else {
-      v = bl.op(ctx, args, types, out);
+      v = bl.op(*def, ctx, args, types, out);
     }
     member_value.push_back(v);
     TensorType mt = out;
@@ -313,7 +317,8 @@ std::unique_ptr<Kernel> make_fused(const Build& b) {
 }  // namespace
 
 void register_pointwise(KernelTable& t) {
-  for (const auto& [name, info] : op_infos()) t.add(name, &make_single);
+  for (const OpDef& d : OpRegistry::get().all())
+    if (d.pointwise.code != PwCode::None) t.add(d, &make_single);
   t.add("trainstep.fused_elementwise", &make_fused);
 }
 

@@ -1,40 +1,50 @@
 // CUDA kernels of the pooling ops: max_pool2d_with_indices, avg_pool2d,
 // adaptive avg/max pooling and their backward (float32, float64). The
-// geometry comes from the node's attrs and its inferred types (the CPU
-// OpDef's infer has checked them); the device code is pool.cu. The
+// geometry is the CPU ops' own (ops/pool.h, ops/avg_pool.h); the device
+// code is pool.cu. The
 // oneDNN-only code pair (trainstep.max_pool2d_code*) is not handled: the
 // CUDA pipeline never makes it.
 #include <string>
 
 #include "cuda/kernel.h"
 #include "cuda/pool_launch.h"
+#include "ops/avg_pool.h"
+#include "ops/pool.h"
 
 namespace ts::cuda {
 namespace {
 
-// The (N,)C,H,W planes of x and the output cells OH x OW of out.
-PoolParams geometry(const NodeCtx& n, const TensorType& x, const Shape& out) {
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
-    n.fail("CUDA: pooling of " + x.str() + " not supported (float32 and float64 only)");
-  const size_t r = x.shape.size();
-  if (r < 3 || out.size() != r) n.fail("CUDA: pooling of " + x.str() + " not supported");
+// The plan's planes and output cells; windows from each op's shared
+// geometry (ops/pool.h, ops/avg_pool.h).
+PoolParams planes(const PoolPlanes& g, int64_t OH, int64_t OW) {
   PoolParams p;
-  p.f64 = x.dtype == DType::F64;
-  p.H = x.shape[r - 2], p.W = x.shape[r - 1];
-  p.OH = out[r - 2], p.OW = out[r - 1];
-  p.planes = 1;
-  for (size_t i = 0; i + 2 < r; ++i) p.planes *= x.shape[i];
+  p.f64 = g.dtype == DType::F64;
+  p.planes = g.planes, p.H = g.H, p.W = g.W;
+  p.OH = OH, p.OW = OW;
   return p;
 }
 
-void read_windows(const NodeCtx& n, PoolParams& p, bool dilation) {
-  n.attr_pair("kernel_size", p.kh, p.kw);
-  p.sh = p.kh, p.sw = p.kw;
-  n.attr_pair("stride", p.sh, p.sw, true);
-  n.attr_pair("padding", p.ph, p.pw);
-  if (dilation) n.attr_pair("dilation", p.dh, p.dw);
-  if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1 || p.ph < 0 || p.pw < 0)
-    n.fail("CUDA: pooling window attributes not supported");
+PoolParams max_params(const NodeCtx& n, const TensorType& x) {
+  const PoolGeom g = max_pool_geom(n, x);
+  PoolParams p = planes({x.dtype, g.planes, g.H, g.W}, g.OH, g.OW);
+  p.kh = g.kh, p.kw = g.kw, p.sh = g.sh, p.sw = g.sw;
+  p.ph = g.ph, p.pw = g.pw, p.dh = g.dh, p.dw = g.dw;
+  return p;
+}
+
+PoolParams avg_params(const NodeCtx& n, const TensorType& x) {
+  const AvgGeom g = avg_pool_geom(n, x);
+  PoolParams p = planes(g.p, g.OH, g.OW);
+  p.kh = g.kh, p.kw = g.kw, p.sh = g.sh, p.sw = g.sw, p.ph = g.ph, p.pw = g.pw;
+  p.include_pad = g.include_pad;
+  p.divisor = g.divisor;
+  return p;
+}
+
+PoolParams adaptive_params(const AdaGeom& g) {
+  PoolParams p = planes(g.p, g.OH, g.OW);
+  p.adaptive = true;
+  return p;
 }
 
 // Adaptive windows multiply an index by a size: keep that inside int64.
@@ -71,15 +81,12 @@ std::unique_ptr<Kernel> max_backward(const PoolParams& p, bool atomic) {
 
 std::unique_ptr<Kernel> make_max_pool(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(0), b.outputs().at(0).shape);
-  read_windows(n, p, true);
-  return max_forward(p);
+  return max_forward(max_params(n, n.input(0)));
 }
 
 std::unique_ptr<Kernel> make_max_pool_backward(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(1), n.input(0).shape);
-  read_windows(n, p, true);
+  const PoolParams p = max_params(n, n.input(1));
   // Windows that share no input cell never add twice to one.
   const bool overlap = (p.kh - 1) * p.dh + 1 > p.sh || (p.kw - 1) * p.dw + 1 > p.sw;
   return max_backward(p, overlap);
@@ -87,16 +94,14 @@ std::unique_ptr<Kernel> make_max_pool_backward(const Build& b) {
 
 std::unique_ptr<Kernel> make_adaptive_max(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(0), b.outputs().at(0).shape);
-  p.adaptive = true;
+  const PoolParams p = adaptive_params(adaptive_pool_geom(n, n.input(0), nullptr));
   check_adaptive(n, p);
   return max_forward(p);
 }
 
 std::unique_ptr<Kernel> make_adaptive_max_backward(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(1), n.input(0).shape);
-  p.adaptive = true;
+  const PoolParams p = adaptive_params(adaptive_pool_bwd_geom(n));
   check_adaptive(n, p);
   if (p.OH < 1 || p.OW < 1) n.fail("CUDA: empty adaptive pooling output not supported");
   // Adaptive windows tile the input exactly when the sizes divide.
@@ -125,42 +130,28 @@ std::unique_ptr<Kernel> avg_backward(const PoolParams& p) {
   });
 }
 
-void read_avg(const NodeCtx& n, PoolParams& p) {
-  read_windows(n, p, false);
-  p.include_pad = n.attr_bool("count_include_pad");
-  if (n.has_attr("divisor_override")) {
-    p.divisor = n.attr_int("divisor_override");
-    if (p.divisor == 0) n.fail("CUDA: divisor_override 0 not supported");
-  }
-}
-
 std::unique_ptr<Kernel> make_avg_pool(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(0), b.outputs().at(0).shape);
-  read_avg(n, p);
-  return avg_forward(p);
+  return avg_forward(avg_params(n, n.input(0)));
 }
 
 std::unique_ptr<Kernel> make_avg_pool_backward(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(1), n.input(0).shape);
-  read_avg(n, p);
+  const PoolParams p = avg_params(n, n.input(1));
   if (p.OH < 1 || p.OW < 1) n.fail("CUDA: empty avg_pool2d output not supported");
   return avg_backward(p);
 }
 
 std::unique_ptr<Kernel> make_adaptive_avg(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(0), b.outputs().at(0).shape);
-  p.adaptive = true;
+  const PoolParams p = adaptive_params(adaptive_pool_geom(n, n.input(0), nullptr));
   check_adaptive(n, p);
   return avg_forward(p);
 }
 
 std::unique_ptr<Kernel> make_adaptive_avg_backward(const Build& b) {
   const NodeCtx& n = b.node();
-  PoolParams p = geometry(n, n.input(1), n.input(0).shape);
-  p.adaptive = true;
+  const PoolParams p = adaptive_params(adaptive_pool_bwd_geom(n));
   check_adaptive(n, p);
   if (p.OH < 1 || p.OW < 1) n.fail("CUDA: empty adaptive pooling output not supported");
   return avg_backward(p);
@@ -169,14 +160,14 @@ std::unique_ptr<Kernel> make_adaptive_avg_backward(const Build& b) {
 }  // namespace
 
 void register_pool(KernelTable& t) {
-  t.add("aten.max_pool2d_with_indices.default", make_max_pool);
-  t.add("aten.max_pool2d_with_indices_backward.default", make_max_pool_backward);
-  t.add("aten.avg_pool2d.default", make_avg_pool);
-  t.add("aten.avg_pool2d_backward.default", make_avg_pool_backward);
-  t.add("aten._adaptive_avg_pool2d.default", make_adaptive_avg);
-  t.add("aten._adaptive_avg_pool2d_backward.default", make_adaptive_avg_backward);
-  t.add("aten.adaptive_max_pool2d.default", make_adaptive_max);
-  t.add("aten.adaptive_max_pool2d_backward.default", make_adaptive_max_backward);
+  t.add(opname::max_pool2d, make_max_pool);
+  t.add(opname::max_pool2d_backward, make_max_pool_backward);
+  t.add(opname::avg_pool2d, make_avg_pool);
+  t.add(opname::avg_pool2d_backward, make_avg_pool_backward);
+  t.add(opname::adaptive_avg_pool2d, make_adaptive_avg);
+  t.add(opname::adaptive_avg_pool2d_backward, make_adaptive_avg_backward);
+  t.add(opname::adaptive_max_pool2d, make_adaptive_max);
+  t.add(opname::adaptive_max_pool2d_backward, make_adaptive_max_backward);
 }
 
 }  // namespace ts::cuda

@@ -1,16 +1,19 @@
 // CUDA kernels of the copying shape ops (the aliasing reshapes run nothing).
 // Every op becomes one or more strided copies planned here, at compile time:
 // an output region (or a whole output) read from a strided view of an
-// input. Semantics follow src/ops/shape.cpp; elements move as raw bytes, so
+// input. The views, slice and select arguments are the CPU ops' own
+// (OpDef::strided_view, ops/shape.h); elements move as raw bytes, so
 // every dtype works. cat/stack with mixed input dtypes (promotion) are
 // refused.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cuda/gather.h"
 #include "cuda/kernel.h"
 #include "ops/broadcast.h"
+#include "ops/shape.h"
 
 namespace ts::cuda {
 
@@ -108,72 +111,26 @@ std::unique_ptr<Kernel> gather_view(const Build& b, const Strides& src, int64_t 
   return k;
 }
 
-std::unique_ptr<Kernel> make_clone(const Build& b) {
+// ---- clone, t, transpose, permute, expand, as_strided: output 0 as the
+// op's own strided view (OpDef::strided_view) of the contiguous input ----
+std::unique_ptr<Kernel> make_view(const Build& b) {
   const NodeCtx& node = b.node();
-  if (b.outputs()[0].dtype != node.input(0).dtype) node.fail("CUDA: clone with a dtype change not supported");
-  auto k = new_kernel(b);
-  k->add(0, 0, plan_plain(node, node.input(0).shape, elem_size(node, node.input(0).dtype)));
-  return k;
-}
-
-// ---- t / transpose / permute: out dim j is input dim perm[j] ----
-std::unique_ptr<Kernel> make_permute(const Build& b) {
-  const NodeCtx& node = b.node();
-  const Shape& in = node.input(0).shape;
-  const int64_t r = static_cast<int64_t>(in.size());
-  std::vector<int64_t> perm(r);
-  for (int64_t i = 0; i < r; ++i) perm[i] = i;
-  const std::string& op = node.op();
-  if (op == "aten.t.default") {
-    if (r > 2) node.fail("CUDA: t() of a tensor of rank > 2");
-    if (r == 2) std::swap(perm[0], perm[1]);
-  } else if (op == "aten.transpose.int") {
-    if (r > 0)
-      std::swap(perm[wrap_dim(node, node.attr_int("dim0"), r)],
-                perm[wrap_dim(node, node.attr_int("dim1"), r)]);
-  } else {
-    auto dims = node.attr_ints("dims");
-    if (static_cast<int64_t>(dims.size()) != r) node.fail("CUDA: permute dims do not match the rank");
-    for (int64_t i = 0; i < r; ++i) perm[i] = wrap_dim(node, dims[i], r);
-  }
-  auto cs = contiguous_strides(in);
-  Strides src(r);
-  for (int64_t j = 0; j < r; ++j) src[j] = cs[perm[j]];
-  return gather_view(b, src, 0);
-}
-
-// ---- expand: broadcast dims (size 1, or new leading dims) read stride 0 ----
-std::unique_ptr<Kernel> make_expand(const Build& b) {
-  const NodeCtx& node = b.node();
-  const Shape& in = node.input(0).shape;
+  const TensorType& x = node.input(0);
   const Shape& out = b.outputs()[0].shape;
-  if (out.size() < in.size()) node.fail("CUDA: expand to fewer dims");
-  auto cs = contiguous_strides(in);
-  Strides src(out.size(), 0);
-  const size_t lead = out.size() - in.size();
-  for (size_t i = 0; i < in.size(); ++i) src[lead + i] = in[i] == 1 ? 0 : cs[i];
-  return gather_view(b, src, 0);
-}
-
-// ---- as_strided over the input's own contiguous buffer ----
-std::unique_ptr<Kernel> make_as_strided(const Build& b) {
-  const NodeCtx& node = b.node();
-  auto size = node.attr_ints("size");
-  auto stride = node.attr_ints("stride");
-  const int64_t off = node.has_attr("storage_offset") ? node.attr_int("storage_offset") : 0;
-  if (size.size() != stride.size() || off < 0) node.fail("CUDA: as_strided with bad size/stride/offset");
+  const std::optional<StridedView> v = b.op().strided_view(node, contiguous_view(x.shape), out);
+  if (!v || v->size != out || v->offset < 0) node.fail("CUDA: the op gives no strided view of its input");
   // Verify already bounds the reads; checked again since a bad plan here
   // reads outside the input on the device. (Sizes are small enough for
   // these products not to overflow once infer has accepted them.)
-  int64_t last = off;
+  int64_t last = v->offset;
   bool empty = false;
-  for (size_t j = 0; j < size.size(); ++j) {
-    if (size[j] < 0 || stride[j] < 0) node.fail("CUDA: as_strided with a negative size or stride");
-    if (size[j] == 0) empty = true;
-    else last += (size[j] - 1) * stride[j];
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (v->stride[j] < 0) node.fail("CUDA: a view with a negative stride");
+    if (out[j] == 0) empty = true;
+    else last += (out[j] - 1) * v->stride[j];
   }
-  if (!empty && last >= node.input(0).numel()) node.fail("CUDA: as_strided reads outside its input");
-  return gather_view(b, stride, off);
+  if (!empty && last >= x.numel()) node.fail("CUDA: the view reads outside its input");
+  return gather_view(b, v->stride, v->offset);
 }
 
 // ---- cat / stack: one piece per input, into its slab of the output ----
@@ -222,29 +179,7 @@ std::unique_ptr<Kernel> make_stack(const Build& b) {
   return k;
 }
 
-// ---- slice / select / slice_scatter (as src/ops/shape.cpp's slice_args) ----
-struct SliceArgs {
-  int64_t dim, start, step, len;
-};
-
-SliceArgs slice_args(const NodeCtx& node) {
-  const Shape& s = node.input(0).shape;
-  if (s.empty()) node.fail("CUDA: slice of a 0-d tensor");
-  SliceArgs a;
-  a.dim = wrap_dim(node, node.has_attr("dim") ? node.attr_int("dim") : 0, static_cast<int64_t>(s.size()));
-  const int64_t n = s[a.dim];
-  a.step = node.has_attr("step") ? node.attr_int("step") : 1;
-  if (a.step <= 0) node.fail("CUDA: slice step must be positive");
-  auto clampi = [n](int64_t v) {
-    if (v < 0) v += n;
-    return std::min(std::max<int64_t>(v, 0), n);
-  };
-  a.start = node.has_attr("start") ? clampi(node.attr_int("start")) : 0;
-  const int64_t end = node.has_attr("end") ? clampi(node.attr_int("end")) : n;
-  a.len = end > a.start ? 1 + (end - a.start - 1) / a.step : 0;
-  return a;
-}
-
+// ---- slice / select / slice_scatter (ops/shape.h's arguments) ----
 // The input's strides with dim's scaled by step (0 when the slice has at
 // most one element: the stride is never used and step may be huge).
 Strides sliced_strides(const Shape& s, const SliceArgs& a) {
@@ -263,11 +198,7 @@ std::unique_ptr<Kernel> make_slice(const Build& b) {
 std::unique_ptr<Kernel> make_select(const Build& b) {
   const NodeCtx& node = b.node();
   const Shape& s = node.input(0).shape;
-  if (s.empty()) node.fail("CUDA: select of a 0-d tensor");
-  const int64_t dim = wrap_dim(node, node.attr_int("dim"), static_cast<int64_t>(s.size()));
-  int64_t i = node.attr_int("index");
-  if (i < -s[dim] || i >= s[dim]) node.fail("CUDA: select index out of range");
-  if (i < 0) i += s[dim];
+  const auto [dim, i] = select_args(node);
   Strides src = contiguous_strides(s);
   const int64_t off = i * src[dim];
   src.erase(src.begin() + dim);
@@ -314,20 +245,18 @@ std::unique_ptr<Kernel> make_split(const Build& b) {
 }  // namespace
 
 void register_shape(KernelTable& t) {
-  t.add("aten.clone.default", &make_clone);
-  t.add("aten.t.default", &make_permute);
-  t.add("aten.transpose.int", &make_permute);
-  t.add("aten.permute.default", &make_permute);
-  t.add("aten.expand.default", &make_expand);
-  t.add("aten.as_strided.default", &make_as_strided);
-  t.add("aten.cat.default", &make_cat);
-  t.add("aten.stack.default", &make_stack);
-  t.add("aten.slice.Tensor", &make_slice);
-  t.add("aten.select.int", &make_select);
-  t.add("aten.slice_scatter.default", &make_slice_scatter);
-  t.add("aten.unbind.int", &make_split<true>);
-  t.add("aten.unsafe_split.Tensor", &make_split<false>);
-  t.add("aten.split_with_sizes.default", &make_split<false>);
+  // Every op that copies a strided view of its input (the aliasing ones run
+  // nothing).
+  for (const OpDef& d : OpRegistry::get().all())
+    if (d.strided_view && !d.alias_input0) t.add(d, &make_view);
+  t.add(opname::cat, &make_cat);
+  t.add(opname::stack, &make_stack);
+  t.add(opname::slice, &make_slice);
+  t.add(opname::select, &make_select);
+  t.add(opname::slice_scatter, &make_slice_scatter);
+  t.add(opname::unbind, &make_split<true>);
+  t.add(opname::unsafe_split, &make_split<false>);
+  t.add(opname::split_with_sizes, &make_split<false>);
 }
 
 }  // namespace ts::cuda

@@ -2,6 +2,7 @@
 // (device code in softmax.cu): the tensor viewed as [O, R, I], R the dim.
 #include "cuda/kernel.h"
 #include "cuda/rows.h"
+#include "ops/softmax.h"
 
 namespace ts::cuda {
 
@@ -14,16 +15,10 @@ SoftmaxParams plan_lines(const NodeCtx& n, bool log) {
   SoftmaxParams p;
   p.f64 = x.dtype == DType::F64;
   p.log = log;
-  const Shape& s = x.shape;
-  if (!s.empty()) {
-    const int64_t rank = static_cast<int64_t>(s.size());
-    int64_t d = n.attr_int("dim");
-    if (d < -rank || d >= rank) n.fail("CUDA: dim out of range for " + x.str());
-    if (d < 0) d += rank;
-    p.O = shape_numel(Shape(s.begin(), s.begin() + d));
-    p.R = s[d];
-    p.I = shape_numel(Shape(s.begin() + d + 1, s.end()));
-  }
+  const SoftmaxLines l = softmax_lines(n, x.shape);  // the CPU op's
+  p.O = l.O;
+  p.R = l.R;
+  p.I = l.I;
   p.threads = rowk::row_threads(p.R);
   return p;
 }
@@ -65,10 +60,10 @@ std::unique_ptr<Kernel> make_backward(const Build& b) {
 }  // namespace
 
 void register_softmax(KernelTable& t) {
-  t.add("aten._softmax.default", make_forward<false>);
-  t.add("aten._log_softmax.default", make_forward<true>);
-  t.add("aten._softmax_backward_data.default", make_backward<false>);
-  t.add("aten._log_softmax_backward_data.default", make_backward<true>);
+  t.add(opname::softmax, make_forward<false>);
+  t.add(opname::log_softmax, make_forward<true>);
+  t.add(opname::softmax_backward, make_backward<false>);
+  t.add(opname::log_softmax_backward, make_backward<true>);
 }
 
 }  // namespace ts::cuda

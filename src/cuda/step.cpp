@@ -54,14 +54,14 @@ CudaStep::CudaStep(const Function& f, MemoryPlan plan, std::shared_ptr<Handles> 
     s.node = &n;
     s.io = node_io(f, n, plan_);
     if (!s.io.any_live) continue;
-    const MakeKernel* make = table.find(n.op);
+    const MakeKernel* make = table.find(def_of(n));
     if (!make)
       fail(where() + ": node '" + n.name + "' (" + n.op + ") has no CUDA kernel yet" +
            (n.source.empty() ? "" : "; it comes from " + n.source) +
            ". Run this artifact with --device cpu");
     NodeCtx ctx = node_ctx(f, n);
     KernelCtx kctx{ctx, s.io.out_types, 1};
-    Build b{kctx, h_->dnn, h_->blas};
+    Build b{kctx, h_->dnn, h_->blas, &def_of(n)};
     s.kernel = (*make)(b);
     workspace_bytes_ = std::max(workspace_bytes_, s.kernel->workspace_bytes());
     steps_.push_back(std::move(s));

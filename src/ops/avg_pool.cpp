@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/avg_pool.h"
+
 #include "ops/broadcast.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -31,13 +33,7 @@ struct Axis {
   std::vector<int64_t> lo, hi, span;
 };
 
-// The (N, C, H, W) / (C, H, W) input every op here takes.
-struct Planes {
-  DType dtype = DType::F32;
-  int64_t planes = 1, H = 0, W = 0;
-};
-
-Planes planes_of(const NodeCtx& ctx, const TensorType& x, const char* what) {
+PoolPlanes planes_of(const NodeCtx& ctx, const TensorType& x, const char* what) {
   if (x.dtype != DType::F32 && x.dtype != DType::F64)
     ctx.fail(std::string(what) + " must be float32 or float64, got " + x.str());
   const size_t r = x.shape.size();
@@ -45,7 +41,7 @@ Planes planes_of(const NodeCtx& ctx, const TensorType& x, const char* what) {
   for (size_t i = r - 3; i < r; ++i)
     if (x.shape[i] < 1) ctx.fail(std::string(what) + " must have non-empty C, H and W, got " + x.str());
   if (x.shape[0] < 0) ctx.fail(std::string(what) + " has a negative size: " + x.str());
-  Planes p;
+  PoolPlanes p;
   p.dtype = x.dtype;
   p.H = x.shape[r - 2], p.W = x.shape[r - 1];
   for (size_t i = 0; i + 2 < r; ++i)
@@ -74,14 +70,6 @@ void expect_grad(const NodeCtx& ctx, const TensorType& go, DType dt, const Shape
 
 // ---------------------------------------------------------------- avg_pool2d
 
-struct AvgGeom {
-  Planes p;
-  int64_t OH = 0, OW = 0, kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0;
-  bool include_pad = true;
-  int64_t divisor = 0;  // divisor_override; 0: none
-  Shape in_shape, out_shape;
-};
-
 // PyTorch's pooling output size (dilation 1); with ceil_mode the last
 // window must start inside the input or the left padding. Values are
 // bounded by the checks before it (no overflow for int64 sizes).
@@ -95,7 +83,9 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t s, bool ceil_mod
                                                                : static_cast<int64_t>(o);
 }
 
-AvgGeom avg_geom(const NodeCtx& ctx, const TensorType& x) {
+}  // namespace
+
+AvgGeom avg_pool_geom(const NodeCtx& ctx, const TensorType& x) {
   AvgGeom g;
   g.p = planes_of(ctx, x, "input");
   ctx.attr_pair("kernel_size", g.kh, g.kw);
@@ -124,6 +114,8 @@ AvgGeom avg_geom(const NodeCtx& ctx, const TensorType& x) {
   return g;
 }
 
+namespace {
+
 Axis avg_axis(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pad) {
   Axis a;
   a.lo.resize(out), a.hi.resize(out), a.span.resize(out);
@@ -139,13 +131,13 @@ Axis avg_axis(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pad) {
 
 std::vector<TensorType> avg_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
-  AvgGeom g = avg_geom(ctx, ctx.input(0));
+  AvgGeom g = avg_pool_geom(ctx, ctx.input(0));
   return {{g.p.dtype, g.out_shape}};
 }
 
 std::vector<TensorType> avg_bwd_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(2);
-  AvgGeom g = avg_geom(ctx, ctx.input(1));
+  AvgGeom g = avg_pool_geom(ctx, ctx.input(1));
   expect_grad(ctx, ctx.input(0), g.p.dtype, g.out_shape);
   return {ctx.input(1)};
 }
@@ -165,7 +157,7 @@ T avg_divisor(const AvgGeom& g, const Axis& ah, const Axis& aw, int64_t oh, int6
 // sum (or its grad) by that window's divisor, in the op's own order. A
 // window wholly in the padding (ceil_mode) averages nothing: 0.
 template <class T, class Div>
-std::unique_ptr<Kernel> window_avg_kernel(const Planes& pl, int64_t OH, int64_t OW, Axis ah, Axis aw,
+std::unique_ptr<Kernel> window_avg_kernel(const PoolPlanes& pl, int64_t OH, int64_t OW, Axis ah, Axis aw,
                                           bool backward, Div div) {
   const int64_t H = pl.H, W = pl.W, planes = pl.planes;
   const bool par = planes * std::max(H * W, OH * OW) > kParallelMin;
@@ -220,17 +212,11 @@ std::unique_ptr<Kernel> avg_kernel(const AvgGeom& g, bool backward) {
 
 template <bool Backward>
 std::unique_ptr<Kernel> avg_make(const KernelCtx& k) {
-  AvgGeom g = avg_geom(k.node, k.node.input(Backward ? 1 : 0));
+  AvgGeom g = avg_pool_geom(k.node, k.node.input(Backward ? 1 : 0));
   return g.p.dtype == DType::F64 ? avg_kernel<double>(g, Backward) : avg_kernel<float>(g, Backward);
 }
 
 // ---------------------------------------------------------------- adaptive
-
-struct AdaGeom {
-  Planes p;
-  int64_t OH = 0, OW = 0;
-  Shape in_shape, out_shape;
-};
 
 // Output cell o of out over in covers [floor(o * in / out), ceil((o + 1) * in / out)).
 Axis adaptive_axis(int64_t in, int64_t out) {
@@ -243,7 +229,9 @@ Axis adaptive_axis(int64_t in, int64_t out) {
   return a;
 }
 
-AdaGeom ada_geom(const NodeCtx& ctx, const TensorType& x, const Shape* out_hw) {
+}  // namespace
+
+AdaGeom adaptive_pool_geom(const NodeCtx& ctx, const TensorType& x, const Shape* out_hw) {
   AdaGeom g;
   g.p = planes_of(ctx, x, "input");
   if (out_hw) {
@@ -266,26 +254,28 @@ AdaGeom ada_geom(const NodeCtx& ctx, const TensorType& x, const Shape* out_hw) {
 
 // The backward ops: grad_output (and indices) shaped like the forward
 // output, i.e. self's shape with the last two dims of grad_output.
-AdaGeom ada_bwd_geom(const NodeCtx& ctx) {
+AdaGeom adaptive_pool_bwd_geom(const NodeCtx& ctx) {
   const TensorType& go = ctx.input(0);
   const TensorType& x = ctx.input(1);
   if (go.shape.size() != x.shape.size())
     ctx.fail("grad_output " + go.str() + " and self " + x.str() + " differ in rank");
-  AdaGeom g = ada_geom(ctx, x, &go.shape);
+  AdaGeom g = adaptive_pool_geom(ctx, x, &go.shape);
   if (g.OH == 0 || g.OW == 0) ctx.fail("grad_output must have non-empty H and W, got " + go.str());
   expect_grad(ctx, go, g.p.dtype, g.out_shape);
   return g;
 }
 
+namespace {
+
 std::vector<TensorType> ada_avg_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
-  AdaGeom g = ada_geom(ctx, ctx.input(0), nullptr);
+  AdaGeom g = adaptive_pool_geom(ctx, ctx.input(0), nullptr);
   return {{g.p.dtype, g.out_shape}};
 }
 
 std::vector<TensorType> ada_avg_bwd_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(2);
-  ada_bwd_geom(ctx);
+  adaptive_pool_bwd_geom(ctx);
   return {ctx.input(1)};
 }
 
@@ -301,12 +291,12 @@ std::unique_ptr<Kernel> ada_avg_kernel(const AdaGeom& g, bool backward) {
 }
 
 std::unique_ptr<Kernel> ada_avg_make(const KernelCtx& k) {
-  AdaGeom g = ada_geom(k.node, k.node.input(0), nullptr);
+  AdaGeom g = adaptive_pool_geom(k.node, k.node.input(0), nullptr);
   return g.p.dtype == DType::F64 ? ada_avg_kernel<double>(g, false) : ada_avg_kernel<float>(g, false);
 }
 
 std::unique_ptr<Kernel> ada_avg_bwd_make(const KernelCtx& k) {
-  AdaGeom g = ada_bwd_geom(k.node);
+  AdaGeom g = adaptive_pool_bwd_geom(k.node);
   return g.p.dtype == DType::F64 ? ada_avg_kernel<double>(g, true) : ada_avg_kernel<float>(g, true);
 }
 
@@ -315,7 +305,7 @@ std::unique_ptr<Kernel> ada_avg_bwd_make(const KernelCtx& k) {
 // (the last NaN wins), as PyTorch.
 std::vector<TensorType> ada_max_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
-  AdaGeom g = ada_geom(ctx, ctx.input(0), nullptr);
+  AdaGeom g = adaptive_pool_geom(ctx, ctx.input(0), nullptr);
   return {{g.p.dtype, g.out_shape}, {DType::I64, g.out_shape}};
 }
 
@@ -348,7 +338,7 @@ std::unique_ptr<Kernel> ada_max_kernel(const AdaGeom& g) {
 }
 
 std::unique_ptr<Kernel> ada_max_make(const KernelCtx& k) {
-  AdaGeom g = ada_geom(k.node, k.node.input(0), nullptr);
+  AdaGeom g = adaptive_pool_geom(k.node, k.node.input(0), nullptr);
   return g.p.dtype == DType::F64 ? ada_max_kernel<double>(g) : ada_max_kernel<float>(g);
 }
 
@@ -356,7 +346,7 @@ std::unique_ptr<Kernel> ada_max_make(const KernelCtx& k) {
 // zeroed self-shaped tensor at the indices.
 std::vector<TensorType> ada_max_bwd_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(3);
-  AdaGeom g = ada_bwd_geom(ctx);
+  AdaGeom g = adaptive_pool_bwd_geom(ctx);
   const TensorType& ix = ctx.input(2);
   if (ix.dtype != DType::I64 || ix.shape != g.out_shape)
     ctx.fail("indices must be int64" + shape_str(g.out_shape) + ", got " + ix.str());
@@ -390,7 +380,7 @@ std::unique_ptr<Kernel> ada_max_bwd_kernel(const AdaGeom& g, std::string where) 
 }
 
 std::unique_ptr<Kernel> ada_max_bwd_make(const KernelCtx& k) {
-  AdaGeom g = ada_bwd_geom(k.node);
+  AdaGeom g = adaptive_pool_bwd_geom(k.node);
   std::string where = "node '" + k.node.node() + "' (" + k.node.op() + ")";
   return g.p.dtype == DType::F64 ? ada_max_bwd_kernel<double>(g, where) : ada_max_bwd_kernel<float>(g, where);
 }
@@ -399,22 +389,22 @@ std::unique_ptr<Kernel> ada_max_bwd_make(const KernelCtx& k) {
 
 void register_avg_pool_ops(OpRegistry& r) {
   const std::string f = " of float32/float64 (N,)C,H,W";
-  r.add({"aten.avg_pool2d.default",
+  r.add({opname::avg_pool2d,
          "2-D average pooling" + f + "; stride/padding/ceil_mode/count_include_pad/divisor_override as PyTorch",
          avg_infer, avg_make<false>});
-  r.add({"aten.avg_pool2d_backward.default",
+  r.add({opname::avg_pool2d_backward,
          "Gradient of 2-D average pooling: grad_output / divisor added over each window, one thread per (n, c) plane",
          avg_bwd_infer, avg_make<true>});
-  r.add({"aten._adaptive_avg_pool2d.default",
+  r.add({opname::adaptive_avg_pool2d,
          "Adaptive 2-D average pooling" + f + ": cell o averages [floor(o*in/out), ceil((o+1)*in/out))",
          ada_avg_infer, ada_avg_make});
-  r.add({"aten._adaptive_avg_pool2d_backward.default",
+  r.add({opname::adaptive_avg_pool2d_backward,
          "Gradient of adaptive 2-D average pooling, one thread per (n, c) plane", ada_avg_bwd_infer,
          ada_avg_bwd_make});
-  r.add({"aten.adaptive_max_pool2d.default",
+  r.add({opname::adaptive_max_pool2d,
          "Adaptive 2-D max pooling" + f + " returning values and int64 flat h*W+w indices as PyTorch",
          ada_max_infer, ada_max_make});
-  r.add({"aten.adaptive_max_pool2d_backward.default",
+  r.add({opname::adaptive_max_pool2d_backward,
          "Gradient of adaptive 2-D max pooling: scatters grad_output at the saved indices into a zeroed "
          "input-shaped tensor",
          ada_max_bwd_infer, ada_max_bwd_make});

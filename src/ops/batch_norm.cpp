@@ -24,6 +24,7 @@
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
+#include "ops/norm.h"
 
 namespace ts {
 
@@ -406,7 +407,7 @@ std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
 
 void register_batch_norm_ops(OpRegistry& r) {
   // Its kernels take one layout for all the activations they touch.
-  OpDef bn{"aten.native_batch_norm.default",
+  OpDef bn{opname::batch_norm,
            "batch normalisation of float32 or float64 (N, C, *) over all dims but C, optional "
            "weight/bias; "
            "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
@@ -415,7 +416,7 @@ void register_batch_norm_ops(OpRegistry& r) {
            infer_bn, make_bn};
   bn.layouts = LayoutCaps{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr};
   r.add(std::move(bn));
-  OpDef bwd{"aten.native_batch_norm_backward.default",
+  OpDef bwd{opname::batch_norm_backward,
             "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; "
             "train=true reads save_mean/save_invstd, train=false running_mean/running_var; "
             "grad_out, input and grad_input may be channel-blocked (plan_layouts)",

@@ -43,10 +43,7 @@ constexpr auto f32 = memory::data_type::f32;
 
 std::string dims_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-// Conv geometry (ConvGeom, conv_transpose.h) from attrs and the
-// input/weight types, validated. A 1-D convolution (input (N, C, L), weight
-// (O, C/groups, kL)) is the 2-D one with H = kH = OH = 1: the same bytes,
-// so every kernel below runs it unchanged.
+}  // namespace
 
 Shape conv_out_shape(const ConvGeom& g) {
   return g.nd == 1 ? Shape{g.N, g.O, g.OW} : Shape{g.N, g.O, g.OH, g.OW};
@@ -110,6 +107,8 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
              " give output " + hw(g.OH, g.OW));
   return g;
 }
+
+namespace {
 
 tag layout_tag(Layout l) {
   switch (l) {
@@ -871,7 +870,7 @@ void register_conv_ops(OpRegistry& r) {
   const LayoutCaps bwd_layouts{{in_port(0), in_port(1), out_port(0)}, {}, conv_takes_blocked_relu};
   LayoutCaps relu_bwd_layouts = bwd_layouts;
   relu_bwd_layouts.same = {{in_port(1), out_port(0)}};
-  OpDef conv{"aten.convolution.default",
+  OpDef conv{opname::convolution,
              "1-D or 2-D convolution, float32 (oneDNN, or Winograd F(2x2,3x3) for blocked 3x3 "
              "stride-1 where it measures faster) or float64 (im2col + GEMM) NCL/NCHW input, "
              "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
@@ -892,7 +891,7 @@ void register_conv_ops(OpRegistry& r) {
                   infer_conv, make_conv<true>};
   conv_relu.layouts = fwd_layouts;
   r.add(std::move(conv_relu));
-  OpDef bwd{"aten.convolution_backward.default",
+  OpDef bwd{opname::convolution_backward,
             "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
             "float32 (oneDNN; a blocked 3x3 stride-1 input gradient may run as Winograd "
             "F(2x2,3x3) where it measures faster) or float64 (im2col + GEMM); transposed=true: "

@@ -359,7 +359,7 @@ class BwdKernel : public Kernel {
 }  // namespace
 
 std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
-  if (ctx.op() != "aten.convolution.default")
+  if (ctx.op() != opname::convolution)
     ctx.fail("transposed convolution has no fused relu form");
   Geom g = geom(ctx, 0, 1);
   const DType dt = ctx.input(0).dtype;
@@ -396,7 +396,7 @@ std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
 }
 
 std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
-  if (ctx.op() != "aten.convolution_backward.default")
+  if (ctx.op() != opname::convolution_backward)
     ctx.fail("transposed convolution has no fused relu form");
   ctx.expect_inputs(3);
   Geom g = geom(ctx, 1, 2);

@@ -48,6 +48,15 @@ struct ConvGeom {
   int nd = 2;  // spatial dims: 1 or 2
 };
 
+// Conv geometry from attrs (groups, stride, padding, dilation) and the
+// input/weight types at inputs in_i and w_i, validated; every backend's. A
+// 1-D convolution (input (N, C, L), weight (O, C/groups, kL)) is the 2-D
+// one with H = kH = OH = 1: the same bytes, so every kernel runs it
+// unchanged. Fails on transposed=true (conv_transpose.cpp's).
+ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i);
+// The output's shape as the node types it: rank 3 for a 1-D convolution.
+Shape conv_out_shape(const ConvGeom& g);
+
 // float64 transposed convolution on conv.cpp's im2col + Gemm64 kernels.
 // `dual` is the direct convolution whose input gradient is this forward:
 // its input is the transposed output (N, C_out, OH, OW), its weight the
@@ -69,4 +78,12 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx);
 std::unique_ptr<Kernel> make_bwd(const KernelCtx& k);
 
 }  // namespace conv_transpose
+
+// The ops' names, spelled once: their registration and every backend's
+// kernel table use these.
+namespace opname {
+inline constexpr const char* convolution = "aten.convolution.default";
+inline constexpr const char* convolution_backward = "aten.convolution_backward.default";
+}  // namespace opname
+
 }  // namespace ts

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/broadcast.h"
+#include "ops/creation.h"
 
 namespace ts {
 
@@ -171,14 +172,14 @@ void register_creation_ops(OpRegistry& r) {
   r.add(shape_only(cr_def<Cr::NewFull>("aten.new_full.default", "tensor of attr size filled with fill_value; dtype null -> self's")));
   r.add(shape_only(cr_def<Cr::NewZeros>("aten.new_zeros.default", "zeros of attr size; dtype null -> self's")));
   r.add(shape_only(cr_def<Cr::NewOnes>("aten.new_ones.default", "ones of attr size; dtype null -> self's")));
-  r.add(cr_def<Cr::Full>("aten.full.default", "tensor of attr size filled with fill_value; dtype null -> float32/int64/bool by the value"));
-  r.add(cr_def<Cr::Zeros>("aten.zeros.default", "zeros of attr size; dtype null -> float32"));
+  r.add(cr_def<Cr::Full>(opname::full, "tensor of attr size filled with fill_value; dtype null -> float32/int64/bool by the value"));
+  r.add(cr_def<Cr::Zeros>(opname::zeros, "zeros of attr size; dtype null -> float32"));
   r.add(shape_only(cr_def<Cr::FullLike>("aten.full_like.default", "self-shaped tensor of fill_value; dtype null -> self's")));
   r.add(shape_only(cr_def<Cr::ZerosLike>("aten.zeros_like.default", "self-shaped zeros; dtype null -> self's")));
   r.add(shape_only(cr_def<Cr::OnesLike>("aten.ones_like.default", "self-shaped ones; dtype null -> self's")));
-  r.add(OpDef{"aten.arange.start_step", "start + i*step for i < ceil((end-start)/step), in double then cast; dtype null -> int64, or float32 if any bound is float",
+  r.add(OpDef{opname::arange_start_step, "start + i*step for i < ceil((end-start)/step), in double then cast; dtype null -> int64, or float32 if any bound is float",
               &arange_infer, &arange_make, false});
-  r.add(OpDef{"aten.arange.default", "0, 1, ..., ceil(end)-1; dtype null -> int64, or float32 if end is float",
+  r.add(OpDef{opname::arange, "0, 1, ..., ceil(end)-1; dtype null -> int64, or float32 if end is float",
               &arange_infer, &arange_make, false});
 }
 

@@ -500,9 +500,21 @@ std::unique_ptr<TileOp> masked_fill_tile(const NodeCtx& ctx) {
   return std::make_unique<MaskedFillTile>(static_cast<float>(ctx.attr_float("value")));
 }
 
+// The op code of each Bin (the comparisons' too); the .Scalar forms read
+// their other operand from attr `other`, pow's from `exponent`.
+Pointwise bin_pointwise(Bin op, bool attr) {
+  static constexpr PwCode code[] = {PwCode::Add, PwCode::Sub, PwCode::Mul, PwCode::Div, PwCode::Max,
+                                    PwCode::Min, PwCode::Pow, PwCode::Eq,  PwCode::Ne,  PwCode::Lt,
+                                    PwCode::Le,  PwCode::Gt,  PwCode::Ge};
+  if (op == Bin::Pow && attr) return {PwCode::PowScalar, nullptr};
+  return {code[static_cast<int>(op)], attr ? "other" : nullptr};
+}
+
 template <Bin OP, bool Attr>
 OpDef bin_def(const std::string& name, const std::string& doc) {
-  return OpDef{name, doc, &bin_infer<OP, Attr>, &bin_make<OP, Attr>, false, &bin_tile<OP, Attr>, true};
+  OpDef d{name, doc, &bin_infer<OP, Attr>, &bin_make<OP, Attr>, false, &bin_tile<OP, Attr>, true};
+  d.pointwise = bin_pointwise(OP, Attr);
+  return d;
 }
 
 // op(x, e) == x (the simplify pass): e is input 1, or the attr `attr` (the
@@ -550,13 +562,17 @@ void register_elementwise_binary_ops(OpRegistry& r) {
                    bin_tile<Bin::Le, false>, bin_tile<Bin::Gt, false>, bin_tile<Bin::Ge, false>};
   const Tl st[] = {bin_tile<Bin::Eq, true>, bin_tile<Bin::Ne, true>, bin_tile<Bin::Lt, true>,
                    bin_tile<Bin::Le, true>, bin_tile<Bin::Gt, true>, bin_tile<Bin::Ge, true>};
+  const Bin bin[] = {Bin::Eq, Bin::Ne, Bin::Lt, Bin::Le, Bin::Gt, Bin::Ge};
   for (int i = 0; i < 6; ++i) {
-    r.add(OpDef{std::string("aten.") + cmp[i] + ".Tensor",
-                std::string("self ") + sym[i] + " other -> bool; broadcasts; compared in the promoted dtype",
-                ti[i], tm[i], false, tt[i], true});
+    OpDef tensor{std::string("aten.") + cmp[i] + ".Tensor",
+                 std::string("self ") + sym[i] + " other -> bool; broadcasts; compared in the promoted dtype",
+                 ti[i], tm[i], false, tt[i], true};
+    tensor.pointwise = bin_pointwise(bin[i], false);
+    r.add(std::move(tensor));
     OpDef scalar{std::string("aten.") + cmp[i] + ".Scalar",
                  std::string("self ") + sym[i] + " other (attr number) -> bool; compared in the promoted dtype",
                  si[i], sm[i], false, st[i], true};
+    scalar.pointwise = bin_pointwise(bin[i], true);
     if (cmp[i] == std::string("le")) scalar.fuse_role = FuseRole::LeScalar;  // relu's backward mask
     r.add(std::move(scalar));
   }
@@ -564,10 +580,13 @@ void register_elementwise_binary_ops(OpRegistry& r) {
               "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other",
               &where_infer, &where_make, false, &where_tile, true};
   where.fuse_role = FuseRole::Where;
+  where.pointwise = {PwCode::Where};
   r.add(std::move(where));
-  r.add(OpDef{"aten.masked_fill.Scalar",
-              "mask ? attr value : self; mask bool; self and mask broadcast; self's dtype",
-              &masked_fill_infer, &masked_fill_make, false, &masked_fill_tile, true});
+  OpDef masked_fill{"aten.masked_fill.Scalar",
+                    "mask ? attr value : self; mask bool; self and mask broadcast; self's dtype",
+                    &masked_fill_infer, &masked_fill_make, false, &masked_fill_tile, true};
+  masked_fill.pointwise = {PwCode::MaskedFill, "value"};
+  r.add(std::move(masked_fill));
 }
 
 }  // namespace ts

@@ -333,7 +333,14 @@ std::unique_ptr<TileOp> clamp_tile(const NodeCtx& ctx) {
 
 template <Un OP>
 OpDef un_def(const std::string& name, const std::string& doc) {
-  return OpDef{name, doc, &un_infer<OP>, &un_make<OP>, false, &un_tile<OP>, true};
+  static constexpr PwCode code[] = {PwCode::Neg,     PwCode::Exp,   PwCode::Expm1, PwCode::Log,
+                                    PwCode::Log1p,   PwCode::Sqrt,  PwCode::Rsqrt, PwCode::Abs,
+                                    PwCode::Relu,    PwCode::Sigmoid, PwCode::Tanh, PwCode::Cos,
+                                    PwCode::Sin,     PwCode::Reciprocal, PwCode::Sign, PwCode::Erf,
+                                    PwCode::Gelu,    PwCode::Gelu};
+  OpDef d{name, doc, &un_infer<OP>, &un_make<OP>, false, &un_tile<OP>, true};
+  d.pointwise = {code[static_cast<int>(OP)]};
+  return d;
 }
 
 }  // namespace
@@ -360,14 +367,18 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   r.add(un_def<Un::Sin>("aten.sin.default", "sin(self), self in radians" + fl));
   r.add(un_def<Un::Reciprocal>("aten.reciprocal.default", "1 / self" + fl));
   r.add(un_def<Un::Erf>("aten.erf.default", "error function erf(self)" + fl));
-  r.add(OpDef{"aten.gelu.default", "GELU: self/2 (1 + erf(self/sqrt2)), or with attr approximate 'tanh' "
-              "self/2 (1 + tanh(sqrt(2/pi) (self + 0.044715 self^3)))" + fl,
-              &gelu_infer, &gelu_make, false, &gelu_tile, true});
+  OpDef gelu{"aten.gelu.default", "GELU: self/2 (1 + erf(self/sqrt2)), or with attr approximate 'tanh' "
+             "self/2 (1 + tanh(sqrt(2/pi) (self + 0.044715 self^3)))" + fl,
+             &gelu_infer, &gelu_make, false, &gelu_tile, true};
+  gelu.pointwise = {PwCode::Gelu};
+  r.add(std::move(gelu));
   r.add(un_def<Un::Sign>("aten.sign.default", "-1, 0 or 1 by sign of self (NaN -> 0); any dtype"));
-  r.add(OpDef{"aten.clamp.default",
+  OpDef clamp{"aten.clamp.default",
               "min(max(self, min), max) with attr min and/or max (null: no bound); NaN "
               "propagates, min > max gives max; dtype by promotion with the bounds as scalars",
-              &clamp_infer, &clamp_make, false, &clamp_tile, true});
+              &clamp_infer, &clamp_make, false, &clamp_tile, true};
+  clamp.pointwise = {PwCode::Clamp};
+  r.add(std::move(clamp));
   OpDef clone{"aten.clone.default", "copy of self; any dtype; memory_format ignored (all tensors are contiguous)",
               &clone_infer, &clone_make, false, &clone_tile, true, true};
   // The same elements in the same order.
@@ -378,6 +389,7 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   OpDef to_copy{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
                 &to_copy_infer, &clone_make, false, &to_copy_tile, true, true};
   to_copy.algebra.value_cast = true;
+  to_copy.pointwise = {PwCode::Cast};
   r.add(std::move(to_copy));
 }
 

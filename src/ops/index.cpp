@@ -7,6 +7,7 @@
 // target logit) offsets come from an [O, K, I] view; otherwise each element's
 // offset is rebuilt from its multi-index.
 #include "ops/broadcast.h"
+#include "ops/index.h"
 
 namespace ts {
 
@@ -320,18 +321,18 @@ std::unique_ptr<Kernel> index_put_make(const KernelCtx& kc) {
 }  // namespace
 
 void register_index_ops(OpRegistry& r) {
-  r.add(OpDef{"aten.gather.default",
+  r.add(OpDef{opname::gather,
               "out[..i..] = self[..index[..i..] at dim..]; index int64, same rank, not larger than self outside dim; any dtype",
               &gather_infer, &gather_make, false});
-  r.add(OpDef{"aten.scatter.value", "copy of self with self[..index.. at dim] = attr value; index int64; any dtype",
+  r.add(OpDef{opname::scatter_value, "copy of self with self[..index.. at dim] = attr value; index int64; any dtype",
               &scatter_infer<Sc::Value>, &scatter_make<Sc::Value>, false});
-  r.add(OpDef{"aten.scatter.src", "copy of self with self[..index.. at dim] = src; index int64; src has self's dtype",
+  r.add(OpDef{opname::scatter_src, "copy of self with self[..index.. at dim] = src; index int64; src has self's dtype",
               &scatter_infer<Sc::Src>, &scatter_make<Sc::Src>, false});
-  r.add(OpDef{"aten.scatter_add.default", "copy of self with src added at self[..index.. at dim]; index int64; src has self's dtype",
+  r.add(OpDef{opname::scatter_add, "copy of self with src added at self[..index.. at dim]; index int64; src has self's dtype",
               &scatter_infer<Sc::Add>, &scatter_make<Sc::Add>, false});
-  r.add(OpDef{"aten.index_select.default", "self's slices along dim picked by a 0-d/1-d int64 index; any dtype",
+  r.add(OpDef{opname::index_select, "self's slices along dim picked by a 0-d/1-d int64 index; any dtype",
               &index_select_infer, &index_select_make, false});
-  r.add(OpDef{"aten.index_put.default",
+  r.add(OpDef{opname::index_put,
               "copy of self with self[index] = values (attr accumulate: +=, duplicates add up); one "
               "int64 index tensor on dim 0 (negative from the end); values shaped index + self's "
               "trailing dims; any dtype",

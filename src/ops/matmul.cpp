@@ -21,6 +21,7 @@
 #include "ops/kernel_choice.h"
 #include "ops/op.h"
 #include "ops/openblas.h"
+#include "ops/matmul.h"
 
 namespace ts {
 namespace {
@@ -316,18 +317,18 @@ std::unique_ptr<Kernel> make_trans_mm(const KernelCtx& k) {
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
-  OpDef mm{"aten.mm.default",
+  OpDef mm{opname::mm,
            "Matrix product of float32 (oneDNN, or SmallGemm where it measures faster) or float64 "
            "(M,K) @ (K,N) -> (M,N)", infer_mm,
            make_mm};
   mm.fuse_role = FuseRole::MatMul;
   r.add(std::move(mm));
-  OpDef bmm{"aten.bmm.default",
+  OpDef bmm{opname::bmm,
             "Batched matrix product of float32 (oneDNN) or float64 (B,M,K) @ (B,K,N) -> (B,M,N)",
             infer_bmm, make_mm};
   bmm.fuse_role = FuseRole::BatchMatMul;
   r.add(std::move(bmm));
-  r.add({"aten.addmm.default",
+  r.add({opname::addmm,
          "beta*self + alpha*(mat1 @ mat2), float32 (oneDNN) or float64; self broadcastable to "
          "(M,N); self is ignored when beta=0",
          infer_addmm, make_addmm});

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ops/broadcast.h"
+#include "ops/norm.h"
 
 namespace ts {
 
@@ -218,12 +219,12 @@ std::unique_ptr<Kernel> ln_bwd_make(const KernelCtx& kc) {
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
-  r.add(OpDef{"aten.native_layer_norm.default",
+  r.add(OpDef{opname::layer_norm,
               "layer norm over the trailing attr normalized_shape dims of float32 or float64 input, optional "
               "weight and bias; outputs out, mean, rstd (rstd = 1/sqrt(biased var + eps)); "
               "statistics in double",
               &ln_infer, &ln_make});
-  r.add(OpDef{"aten.native_layer_norm_backward.default",
+  r.add(OpDef{opname::layer_norm_backward,
               "gradients of native_layer_norm w.r.t. input, weight and bias (attr output_mask) "
               "from grad_out, input, mean, rstd, weight?, bias?; float32 or float64, sums in double",
               &ln_bwd_infer, &ln_bwd_make});

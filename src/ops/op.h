@@ -188,6 +188,28 @@ enum class FuseRole {
   SwapDims,         // x with dims attr dim0 and dim1 swapped
 };
 
+// The scalar function a pointwise op computes, for backends that build
+// pointwise programs of their own (src/cuda): they take it from the op, so
+// none keeps a second table of op names.
+enum class PwCode : uint8_t {
+  None,
+  Add, Sub, Mul, Div, Max, Min, Pow,  // self op other (Add, Sub: other scaled by attr alpha)
+  PowScalar,                          // self ** attr exponent
+  Eq, Ne, Lt, Le, Gt, Ge,             // -> bool, compared in the promoted dtype
+  Where,                              // condition ? self : other
+  MaskedFill,                         // inputs self, mask: mask ? attr value : self
+  Neg, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, Cos, Sin, Reciprocal,
+  Sign, Erf,
+  Gelu,   // attr approximate: "tanh" or none
+  Cast,   // self converted to the output's dtype
+  Clamp,  // bounded by attrs min and/or max
+};
+struct Pointwise {
+  PwCode code = PwCode::None;
+  // The .Scalar forms: the attr that is the last operand.
+  const char* scalar_attr = nullptr;
+};
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -242,6 +264,9 @@ struct OpDef {
   // one as_strided.
   std::optional<StridedView> (*strided_view)(const NodeCtx& node, const StridedView& in,
                                              const Shape& out) = nullptr;
+  // What a pointwise op computes element by element (None: not pointwise,
+  // or clone, which backends run as a copy).
+  Pointwise pointwise = {};
 };
 
 class OpRegistry {

@@ -19,8 +19,6 @@
 namespace ts {
 namespace {
 
-using pool_detail::PoolGeom;
-
 // PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode
 // the last window must start inside the input or the left padding.
 // Overflow-checked (the attributes are untrusted): false when an
@@ -40,7 +38,9 @@ bool out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool cei
 
 std::string pair_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
+}  // namespace
+
+PoolGeom max_pool_geom(const NodeCtx& ctx, const TensorType& x) {
   if (x.dtype != DType::F32 && x.dtype != DType::F64)
     ctx.fail("only float32 and float64 are supported, got " + x.str());
   if (x.shape.size() != 4 && x.shape.size() != 3)
@@ -76,14 +76,16 @@ PoolGeom pool_geom(const NodeCtx& ctx, const TensorType& x) {
   return g;
 }
 
+namespace {
+
 std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
-  PoolGeom g = pool_geom(ctx, ctx.input(0));
+  PoolGeom g = max_pool_geom(ctx, ctx.input(0));
   return {{ctx.input(0).dtype, g.out_shape}, {DType::I64, g.out_shape}};
 }
 
 std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
-  PoolGeom g = pool_geom(k.node, k.node.input(0));
+  PoolGeom g = max_pool_geom(k.node, k.node.input(0));
   if (k.node.input(0).dtype == DType::F64)
     return make_fn_kernel([g](const Tensor* in, Tensor* out) {
       if (!out[0].data && !out[1].data) return;
@@ -105,7 +107,7 @@ std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
 std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
   ctx.expect_inputs(3);
   const TensorType& x = ctx.input(1);
-  PoolGeom g = pool_geom(ctx, x);
+  PoolGeom g = max_pool_geom(ctx, x);
   const TensorType& go = ctx.input(0);
   const TensorType& ix = ctx.input(2);
   if (go.dtype != x.dtype || go.shape != g.out_shape)
@@ -118,7 +120,7 @@ std::vector<TensorType> infer_bwd(const NodeCtx& ctx) {
 
 template <class T>
 std::unique_ptr<Kernel> make_bwd_t(const KernelCtx& k) {
-  PoolGeom g = pool_geom(k.node, k.node.input(1));
+  PoolGeom g = max_pool_geom(k.node, k.node.input(1));
   const std::string where = "node '" + k.node.node() + "' (" + k.node.op() + ")";
   return make_fn_kernel([g, where](const Tensor* in, Tensor* out) {
     T* gi = out[0].as<T>();
@@ -159,7 +161,7 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 
 PoolGeom code_geom(const NodeCtx& ctx, const TensorType& x) {
   if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got " + x.str());
-  PoolGeom g = pool_geom(ctx, x);
+  PoolGeom g = max_pool_geom(ctx, x);
   if (g.kh * g.kw > 128) ctx.fail("windows of more than 128 elements do not fit a byte code");
   return g;
 }
@@ -761,20 +763,20 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 }  // namespace pool_detail
 
 void register_pool_ops(OpRegistry& r) {
-  OpDef fwd{"aten.max_pool2d_with_indices.default",
+  OpDef fwd{opname::max_pool2d,
             "2-D max pooling over float32 or float64 (N,)C,H,W returning values and int64 flat "
             "h*W+w indices as PyTorch; stride/padding/dilation/ceil_mode",
             infer_fwd, make_fwd};
   // Becomes trainstep.max_pool2d_code (+ its backward) for float32 when a
   // window's offset fits the code's 7 bits.
   fwd.relu_backward_fusable = [](const NodeCtx& n, const TensorType& x) {
-    const pool_detail::PoolGeom g = pool_geom(n, x);  // the node's error for invalid attrs
+    const pool_detail::PoolGeom g = max_pool_geom(n, x);  // the node's error for invalid attrs
     return x.dtype == DType::F32 && g.kh * g.kw <= 128;
   };
   fwd.fuse_role = FuseRole::MaxPool;
   fwd.relu_fused = "trainstep.max_pool2d_code";
   r.add(std::move(fwd));
-  OpDef bwd{"aten.max_pool2d_with_indices_backward.default",
+  OpDef bwd{opname::max_pool2d_backward,
             "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
             "float32 or float64 tensor at the saved indices",
             infer_bwd, make_bwd};

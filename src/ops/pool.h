@@ -62,4 +62,17 @@ int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_bloc
                                    float* gi);
 
 }  // namespace pool_detail
+
+using pool_detail::PoolGeom;
+// Max pooling's geometry of input x from the node's attrs (kernel_size,
+// stride, padding, dilation, ceil_mode), validated: every backend's.
+PoolGeom max_pool_geom(const NodeCtx& ctx, const TensorType& x);
+
+// The ops' names, spelled once: their registration and every backend's
+// kernel table use these.
+namespace opname {
+inline constexpr const char* max_pool2d = "aten.max_pool2d_with_indices.default";
+inline constexpr const char* max_pool2d_backward = "aten.max_pool2d_with_indices_backward.default";
+}  // namespace opname
+
 }  // namespace ts

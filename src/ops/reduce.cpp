@@ -13,6 +13,8 @@
 #include <limits>
 
 #include "ops/block_sums.h"
+#include "ops/reduce.h"
+
 #include "ops/broadcast.h"
 #include "ops/layout.h"
 
@@ -23,17 +25,27 @@ namespace {
 constexpr int kLanes = 8;
 constexpr int64_t kColBlock = 64;
 
-struct RedPlan {
-  bool general = false;
-  int64_t O = 1, R = 1, I = 1;  // [O, R, I] form
-  int64_t out_numel = 1;
-  // general form: kept and reduced dims of the merged input, with strides
-  int nk = 0, nr = 0;
-  int64_t kshape[kMaxDims], kstride[kMaxDims], rshape[kMaxDims], rstride[kMaxDims];
-};
+}  // namespace
 
-RedPlan make_red_plan(const NodeCtx& ctx, const Shape& in, const std::vector<bool>& red) {
-  RedPlan p;
+std::vector<bool> reduced_dims(const NodeCtx& ctx, const Shape& in) {
+  std::vector<bool> red(in.size(), false);
+  std::vector<int64_t> dims;
+  if (ctx.has_attr("dim")) dims = ctx.attr_ints("dim");
+  if (dims.empty()) {
+    red.assign(in.size(), true);
+    return red;
+  }
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(ctx, d, static_cast<int64_t>(in.size()));
+    if (in.empty()) continue;
+    if (red[w]) ctx.fail("dim " + std::to_string(d) + " appears more than once");
+    red[w] = true;
+  }
+  return red;
+}
+
+ReducePlan reduce_plan(const NodeCtx& ctx, const Shape& in, const std::vector<bool>& red) {
+  ReducePlan p;
   std::vector<int64_t> sz;
   std::vector<bool> fl;
   for (size_t d = 0; d < in.size(); ++d) {
@@ -78,6 +90,20 @@ RedPlan make_red_plan(const NodeCtx& ctx, const Shape& in, const std::vector<boo
   return p;
 }
 
+ArgmaxPlan argmax_plan(const NodeCtx& ctx, const Shape& s) {
+  ArgmaxPlan p;
+  p.R = shape_numel(s);
+  if (ctx.has_attr("dim") && !s.empty()) {
+    int64_t d = wrap_dim(ctx, ctx.attr_int("dim"), static_cast<int64_t>(s.size()));
+    p.O = shape_numel(Shape(s.begin(), s.begin() + d));
+    p.R = s[d];
+    p.I = shape_numel(Shape(s.begin() + d + 1, s.end()));
+  }
+  return p;
+}
+
+namespace {
+
 template <class T, class A>
 struct SumOp {
   static A init() { return A(0); }
@@ -118,7 +144,7 @@ A reduce_contig(const T* x, int64_t n) {
 }
 
 template <class Op, class A, class T, class OutT, class Fin>
-void reduce_run(const RedPlan& p, const T* in, OutT* out, Fin fin) {
+void reduce_run(const ReducePlan& p, const T* in, OutT* out, Fin fin) {
   const int64_t total = p.out_numel * (p.general ? 1 : p.R);
   if (p.general) {
     parallel_for(p.out_numel, p.out_numel * 16 > kParallelMin, [&](int64_t o) {
@@ -188,24 +214,6 @@ void reduce_run(const RedPlan& p, const T* in, OutT* out, Fin fin) {
 
 enum class Red { Sum, Mean, Max, Min };
 
-// Reduced dims from attr `dim` (null/empty = all), and the output shape.
-std::vector<bool> reduced_dims(const NodeCtx& ctx, const Shape& in, bool all_if_missing) {
-  std::vector<bool> red(in.size(), false);
-  std::vector<int64_t> dims;
-  if (ctx.has_attr("dim")) dims = ctx.attr_ints("dim");
-  if (dims.empty()) {
-    red.assign(in.size(), true);
-    return red;
-  }
-  for (int64_t d : dims) {
-    int64_t w = wrap_dim(ctx, d, static_cast<int64_t>(in.size()));
-    if (in.empty()) continue;
-    if (red[w]) ctx.fail("dim " + std::to_string(d) + " appears more than once");
-    red[w] = true;
-  }
-  return red;
-}
-
 Shape reduced_shape(const Shape& in, const std::vector<bool>& red, bool keepdim) {
   Shape s;
   for (size_t d = 0; d < in.size(); ++d) {
@@ -235,13 +243,13 @@ template <Red OP>
 std::vector<TensorType> red_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
   const TensorType& t = ctx.input(0);
-  auto red = reduced_dims(ctx, t.shape, true);
+  auto red = reduced_dims(ctx, t.shape);
   return {{red_out_dtype(ctx, OP, t.dtype), reduced_shape(t.shape, red, keepdim_attr(ctx))}};
 }
 
 struct RedKernel : Kernel {
   Red op;
-  RedPlan plan;
+  ReducePlan plan;
   DType ct, out_dt;
   int64_t count = 1;
   CastSlot slot;
@@ -287,8 +295,8 @@ std::unique_ptr<Kernel> red_make(const KernelCtx& kc) {
   const TensorType& t = ctx.input(0);
   auto k = std::make_unique<RedKernel>();
   k->op = OP;
-  auto red = reduced_dims(ctx, t.shape, true);
-  k->plan = make_red_plan(ctx, t.shape, red);
+  auto red = reduced_dims(ctx, t.shape);
+  k->plan = reduce_plan(ctx, t.shape, red);
   k->out_dt = kc.outputs[0].dtype;
   // sum/mean compute in the output dtype (int32/uint8 via int64); amax/amin
   // in the input dtype (bool via uint8, which orders the same way).
@@ -418,39 +426,33 @@ struct ArgmaxKernel : Kernel {
 
 std::unique_ptr<Kernel> argmax_make(const KernelCtx& kc) {
   const NodeCtx& ctx = kc.node;
-  const Shape& s = ctx.input(0).shape;
   auto k = std::make_unique<ArgmaxKernel>();
-  k->O = 1, k->R = shape_numel(s), k->I = 1;
-  if (ctx.has_attr("dim") && !s.empty()) {
-    int64_t d = wrap_dim(ctx, ctx.attr_int("dim"), static_cast<int64_t>(s.size()));
-    k->O = shape_numel(Shape(s.begin(), s.begin() + d));
-    k->R = s[d];
-    k->I = shape_numel(Shape(s.begin() + d + 1, s.end()));
-  }
+  const ArgmaxPlan p = argmax_plan(ctx, ctx.input(0).shape);
+  k->O = p.O, k->R = p.R, k->I = p.I;
   return k;
 }
 
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
-  r.add(OpDef{"aten.sum.dim_IntList",
+  r.add(OpDef{opname::sum_dim,
               "sum over attr dim (null/empty = all), keepdim, dtype; float32 accumulates in double; bool/int -> int64",
               &red_infer<Red::Sum>, &red_make<Red::Sum>, false});
-  r.add(OpDef{"aten.sum.default", "sum of all elements (attr dtype); float32 accumulates in double; bool/int -> int64",
+  r.add(OpDef{opname::sum, "sum of all elements (attr dtype); float32 accumulates in double; bool/int -> int64",
               &red_infer<Red::Sum>, &red_make<Red::Sum>, false});
-  r.add(OpDef{"aten.mean.default", "mean of all elements (attr dtype); float32/float64 only",
+  r.add(OpDef{opname::mean, "mean of all elements (attr dtype); float32/float64 only",
               &red_infer<Red::Mean>, &red_make<Red::Mean>, false});
-  OpDef mean_dim{"aten.mean.dim",
+  OpDef mean_dim{opname::mean_dim,
                  "mean over attr dim (null/empty = all), keepdim, dtype; float32/float64 only; over dim "
                  "[2, 3] the input may be channel-blocked (plan_layouts)",
                  &mean_dim_infer, &mean_dim_make, false};
   mean_dim.layouts = LayoutCaps{{in_port(0)}, {}, &spatial_dims};
   r.add(std::move(mean_dim));
-  r.add(OpDef{"aten.amax.default", "max over attr dim (empty = all), keepdim; NaN propagates; any dtype",
+  r.add(OpDef{opname::amax, "max over attr dim (empty = all), keepdim; NaN propagates; any dtype",
               &red_infer<Red::Max>, &red_make<Red::Max>, false});
-  r.add(OpDef{"aten.amin.default", "min over attr dim (empty = all), keepdim; NaN propagates; any dtype",
+  r.add(OpDef{opname::amin, "min over attr dim (empty = all), keepdim; NaN propagates; any dtype",
               &red_infer<Red::Min>, &red_make<Red::Min>, false});
-  r.add(OpDef{"aten.argmax.default",
+  r.add(OpDef{opname::argmax,
               "index of the first max along attr dim (null = flattened), keepdim -> int64; NaN counts as max; not bool",
               &argmax_infer, &argmax_make, false});
 }

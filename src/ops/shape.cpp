@@ -6,6 +6,8 @@
 // element size covers every dtype.
 #include <algorithm>
 
+#include "ops/shape.h"
+
 #include "ops/broadcast.h"
 #include "ops/layout.h"
 
@@ -412,9 +414,7 @@ struct SliceKernel : Kernel {
   }
 };
 
-struct SliceArgs {
-  int64_t dim, start, step, len;
-};
+}  // namespace
 
 SliceArgs slice_args(const NodeCtx& ctx) {
   const TensorType& t = ctx.input(0);
@@ -433,6 +433,8 @@ SliceArgs slice_args(const NodeCtx& ctx) {
   a.len = end > a.start ? 1 + (end - a.start - 1) / a.step : 0;  // no overflow for a huge step
   return a;
 }
+
+namespace {
 
 std::vector<TensorType> slice_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
@@ -496,6 +498,8 @@ std::unique_ptr<Kernel> slice_scatter_make(const KernelCtx& kc) {
   return k;
 }
 
+}  // namespace
+
 std::pair<int64_t, int64_t> select_args(const NodeCtx& ctx) {
   const TensorType& t = ctx.input(0);
   if (t.shape.empty()) ctx.fail("select of a 0-d tensor");
@@ -506,6 +510,8 @@ std::pair<int64_t, int64_t> select_args(const NodeCtx& ctx) {
              " of size " + std::to_string(n));
   return {dim, i < 0 ? i + n : i};
 }
+
+namespace {
 
 std::vector<TensorType> select_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
@@ -725,17 +731,17 @@ void register_shape_ops(OpRegistry& r) {
   expand.layouts = LayoutCaps{{out_port(0)}, {}, nullptr};
   expand.strided_view = &expand_view;
   r.add(std::move(expand));
-  r.add(OpDef{"aten.cat.default", "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.slice_scatter.default", "self with self[start:end:step] along attr dim replaced by src (same dtype, the slice's shape); any dtype", &slice_scatter_infer, &slice_scatter_make, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.slice.Tensor", "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.select.int", "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::cat, "inputs concatenated along attr dim (legacy [0] inputs skipped); dtypes promoted", &cat_infer, &cat_make, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::slice_scatter, "self with self[start:end:step] along attr dim replaced by src (same dtype, the slice's shape); any dtype", &slice_scatter_infer, &slice_scatter_make, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::slice, "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::select, "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, -1, true});
   OpDef as_strided{"aten.as_strided.default", "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, -1, true};
   as_strided.strided_view = &as_strided_view;
   r.add(std::move(as_strided));
-  r.add(OpDef{"aten.stack.default", "inputs (one shape) stacked along a new attr dim; dtypes promoted", &stack_infer, &stack_make, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.unbind.int", "the slices self[i] along attr dim, one output each (copies); any dtype", &split_infer<Cut::Unbind>, &split_make<Cut::Unbind>, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.unsafe_split.Tensor", "self cut along attr dim into pieces of split_size (the last shorter), one output each (copies); any dtype", &split_infer<Cut::BySize>, &split_make<Cut::BySize>, false, nullptr, false, -1, true});
-  r.add(OpDef{"aten.split_with_sizes.default", "self cut along attr dim into pieces of the lengths attr split_sizes (adding up to the dim), one output each (copies); any dtype", &split_infer<Cut::BySizes>, &split_make<Cut::BySizes>, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::stack, "inputs (one shape) stacked along a new attr dim; dtypes promoted", &stack_infer, &stack_make, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::unbind, "the slices self[i] along attr dim, one output each (copies); any dtype", &split_infer<Cut::Unbind>, &split_make<Cut::Unbind>, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::unsafe_split, "self cut along attr dim into pieces of split_size (the last shorter), one output each (copies); any dtype", &split_infer<Cut::BySize>, &split_make<Cut::BySize>, false, nullptr, false, -1, true});
+  r.add(OpDef{opname::split_with_sizes, "self cut along attr dim into pieces of the lengths attr split_sizes (adding up to the dim), one output each (copies); any dtype", &split_infer<Cut::BySizes>, &split_make<Cut::BySizes>, false, nullptr, false, -1, true});
 }
 
 }  // namespace ts

@@ -12,17 +12,12 @@
 
 #include "ops/broadcast.h"
 #include "ops/vmath.h"
+#include "ops/softmax.h"
 
 namespace ts {
 
-namespace {
-
-struct Lines {
-  int64_t O = 1, R = 1, I = 1;
-};
-
-Lines lines_of(const NodeCtx& ctx, const Shape& s) {
-  Lines l;
+SoftmaxLines softmax_lines(const NodeCtx& ctx, const Shape& s) {
+  SoftmaxLines l;
   if (s.empty()) return l;
   const int64_t d = wrap_dim(ctx, ctx.attr_int("dim"), static_cast<int64_t>(s.size()));
   l.O = shape_numel(Shape(s.begin(), s.begin() + d));
@@ -30,6 +25,10 @@ Lines lines_of(const NodeCtx& ctx, const Shape& s) {
   l.I = shape_numel(Shape(s.begin() + d + 1, s.end()));
   return l;
 }
+
+namespace {
+
+using Lines = SoftmaxLines;
 
 void expect_float(const NodeCtx& ctx, int i) {
   if (ctx.input(i).dtype != DType::F32 && ctx.input(i).dtype != DType::F64)
@@ -42,7 +41,7 @@ std::vector<TensorType> fwd_infer(const NodeCtx& ctx) {
   expect_float(ctx, 0);
   if (ctx.has_attr("half_to_float") && ctx.attr_bool("half_to_float"))
     ctx.fail("half_to_float needs a float16 input");
-  lines_of(ctx, ctx.input(0).shape);
+  softmax_lines(ctx, ctx.input(0).shape);
   return {{ctx.input(0).dtype, ctx.input(0).shape}};
 }
 
@@ -110,7 +109,7 @@ struct FwdKernel : Kernel {
 template <bool Log>
 std::unique_ptr<Kernel> fwd_make(const KernelCtx& kc) {
   auto k = std::make_unique<FwdKernel<Log>>();
-  k->l = lines_of(kc.node, kc.node.input(0).shape);
+  k->l = softmax_lines(kc.node, kc.node.input(0).shape);
   return k;
 }
 
@@ -124,7 +123,7 @@ std::vector<TensorType> bwd_infer(const NodeCtx& ctx) {
   if (dt && *dt != ctx.input(0).dtype)
     ctx.fail(std::string("input_dtype ") + dtype_name(*dt) + " differs from the gradient's " +
              dtype_name(ctx.input(0).dtype));
-  lines_of(ctx, ctx.input(0).shape);
+  softmax_lines(ctx, ctx.input(0).shape);
   return {{ctx.input(0).dtype, ctx.input(0).shape}};
 }
 
@@ -170,7 +169,7 @@ struct BwdKernel : Kernel {
 template <bool Log>
 std::unique_ptr<Kernel> bwd_make(const KernelCtx& kc) {
   auto k = std::make_unique<BwdKernel<Log>>();
-  k->l = lines_of(kc.node, kc.node.input(0).shape);
+  k->l = softmax_lines(kc.node, kc.node.input(0).shape);
   return k;
 }
 
@@ -178,14 +177,14 @@ std::unique_ptr<Kernel> bwd_make(const KernelCtx& kc) {
 
 void register_softmax_ops(OpRegistry& r) {
   const std::string f = "; float32/float64, sums in double";
-  r.add(OpDef{"aten._softmax.default", "exp(self - max) / sum(exp(self - max)) along attr dim" + f,
+  r.add(OpDef{opname::softmax, "exp(self - max) / sum(exp(self - max)) along attr dim" + f,
               &fwd_infer, &fwd_make<false>});
-  r.add(OpDef{"aten._log_softmax.default", "self - max - log(sum(exp(self - max))) along attr dim" + f,
+  r.add(OpDef{opname::log_softmax, "self - max - log(sum(exp(self - max))) along attr dim" + f,
               &fwd_infer, &fwd_make<true>});
-  r.add(OpDef{"aten._softmax_backward_data.default",
+  r.add(OpDef{opname::softmax_backward,
               "softmax gradient output * (grad_output - sum(grad_output * output)) along attr dim" + f,
               &bwd_infer, &bwd_make<false>});
-  r.add(OpDef{"aten._log_softmax_backward_data.default",
+  r.add(OpDef{opname::log_softmax_backward,
               "log_softmax gradient grad_output - exp(output) * sum(grad_output) along attr dim" + f,
               &bwd_infer, &bwd_make<true>});
 }
