@@ -5,6 +5,8 @@
 // scratch buffer allocated in make(), or an inline slot for one-element
 // operands), so the loops are templated on one compute type only: float,
 // double, int64 or bool. int32/uint8 results are computed in int64 and cast.
+#include "ops/elementwise_binary.h"
+
 #include <cmath>
 
 #include "ops/broadcast.h"
@@ -531,7 +533,7 @@ OpDef with_identity(OpDef d, double e, const char* attr, bool commutes, const ch
 
 void register_elementwise_binary_ops(OpRegistry& r) {
   const std::string bc = "; broadcasts; PyTorch dtype promotion over float32/float64/int64/int32/uint8/bool";
-  OpDef add = with_identity(bin_def<Bin::Add, false>("aten.add.Tensor", "self + alpha * other" + bc + " (bool: or)"), 0, nullptr, true, "alpha");
+  OpDef add = with_identity(bin_def<Bin::Add, false>(opname::add, "self + alpha * other" + bc + " (bool: or)"), 0, nullptr, true, "alpha");
   add.fuse_role = FuseRole::Add;
   r.add(std::move(add));
   r.add(with_identity(bin_def<Bin::Sub, false>("aten.sub.Tensor", "self - alpha * other" + bc + " (not bool)"), 0, nullptr, false, "alpha"));

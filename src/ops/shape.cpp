@@ -174,7 +174,7 @@ std::unique_ptr<Kernel> strided_copy(const NodeCtx& ctx, const Shape& out, const
 std::vector<int64_t> perm_dims(const NodeCtx& ctx) {
   const TensorType& t = ctx.input(0);
   const int64_t r = rank_of(t);
-  if (ctx.op() == "aten.t.default") {
+  if (ctx.op() == opname::t) {
     if (r > 2) ctx.fail("t() expects a tensor of rank <= 2, got " + t.str());
     return r == 2 ? std::vector<int64_t>{1, 0} : (r == 1 ? std::vector<int64_t>{0} : std::vector<int64_t>{});
   }
@@ -714,7 +714,7 @@ void register_shape_ops(OpRegistry& r) {
   alias(OpDef{"aten.squeeze.dim", "self without dim attr dim if its size is 1" + al, &squeeze_dim_infer, &alias_make, true});
   alias(OpDef{"aten.squeeze.dims", "self without the dims of attr dim whose size is 1" + al, &squeeze_dims_infer, &alias_make, true});
   alias(OpDef{"aten.squeeze.default", "self without its size-1 dims" + al, &squeeze_infer, &alias_make, true});
-  OpDef t{"aten.t.default", "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
+  OpDef t{opname::t, "transpose of a rank <= 2 tensor (blocked copy); any dtype", &permute_infer, &permute_make, false, nullptr, false, -1, true};
   t.algebra.involution = true;
   t.fuse_role = FuseRole::Transpose;
   t.strided_view = &permute_view;
@@ -735,7 +735,7 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{opname::slice_scatter, "self with self[start:end:step] along attr dim replaced by src (same dtype, the slice's shape); any dtype", &slice_scatter_infer, &slice_scatter_make, false, nullptr, false, -1, true});
   r.add(OpDef{opname::slice, "self[start:end:step] along attr dim (null/huge ends clamp; step > 0); any dtype", &slice_infer, &slice_make, false, nullptr, false, -1, true});
   r.add(OpDef{opname::select, "self[index] along attr dim, dropping the dim; any dtype", &select_infer, &select_make, false, nullptr, false, -1, true});
-  OpDef as_strided{"aten.as_strided.default", "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, -1, true};
+  OpDef as_strided{opname::as_strided, "out[i] = self's buffer at storage_offset + sum(i_j * stride_j) (copy; reads must stay inside self); any dtype", &as_strided_infer, &as_strided_make, false, nullptr, false, -1, true};
   as_strided.strided_view = &as_strided_view;
   r.add(std::move(as_strided));
   r.add(OpDef{opname::stack, "inputs (one shape) stacked along a new attr dim; dtypes promoted", &stack_infer, &stack_make, false, nullptr, false, -1, true});

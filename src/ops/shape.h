@@ -30,6 +30,8 @@ inline constexpr const char* slice_scatter = "aten.slice_scatter.default";
 inline constexpr const char* unbind = "aten.unbind.int";
 inline constexpr const char* unsafe_split = "aten.unsafe_split.Tensor";
 inline constexpr const char* split_with_sizes = "aten.split_with_sizes.default";
+inline constexpr const char* t = "aten.t.default";
+inline constexpr const char* as_strided = "aten.as_strided.default";
 }  // namespace opname
 
 }  // namespace ts

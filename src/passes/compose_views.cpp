@@ -1,13 +1,14 @@
 #include "passes/compose_views.h"
 
 #include "ir/rewrite.h"
+#include "ops/shape.h"
 #include "passes/cleanup.h"
 
 namespace ts {
 
 namespace {
 
-constexpr const char* kAsStrided = "aten.as_strided.default";
+constexpr const char* kAsStrided = opname::as_strided;
 
 // A value as a strided view of an earlier value (`root`, a real buffer),
 // and how many copies made it from there.

@@ -3,13 +3,14 @@
 #include <algorithm>
 
 #include "ir/rewrite.h"
+#include "ops/shape.h"
 #include "passes/products.h"
 
 namespace ts {
 namespace {
 
 // The ops the folds produce (FuseRole Transpose and MatMulT).
-const char* const kT = "aten.t.default";
+const char* const kT = opname::t;
 const char* const kMatmul = "trainstep.matmul";
 
 FuseRole role(const Node& n) { return def_of(n).fuse_role; }

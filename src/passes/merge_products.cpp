@@ -5,6 +5,8 @@
 #include <tuple>
 
 #include "ir/rewrite.h"
+#include "ops/elementwise_binary.h"
+#include "ops/shape.h"
 #include "passes/products.h"
 
 namespace ts {
@@ -12,8 +14,8 @@ namespace {
 
 // The ops the rewrite writes (FuseRole MatMulT and Add, and a concatenation).
 const char* const kMatmul = "trainstep.matmul";
-const char* const kAdd = "aten.add.Tensor";
-const char* const kCat = "aten.cat.default";
+const char* const kAdd = opname::add;
+const char* const kCat = opname::cat;
 
 struct Merger {
   Function& f;
