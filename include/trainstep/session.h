@@ -210,8 +210,8 @@ class Session {
   BoundStep* find_step(StepKind k) const;  // null when the artifact has none
   BoundStep& step(StepKind k) const;       // the train or eval step (always there)
   // After a step ran: its new state checked (as on_nonfinite says) and
-  // kept, or the step dropped. Returns whether it was kept.
-  bool keep_state(BoundStep& b, bool with_loss);
+  // kept, or the step dropped; the step counter advances either way.
+  void keep_state(BoundStep& b, bool with_loss);
   // Writes lr_ into the LR input, in its dtype (float32 or float64).
   void set_lr_input();
   void report_step(double seconds, double loss);

@@ -131,19 +131,14 @@ float Session::train_step(const std::vector<Tensor>& inputs, const std::vector<T
   return train_on(inputs, targets.data(), targets.size());
 }
 
-bool Session::keep_state(BoundStep& b, bool with_loss) {
-  if (nonfinite_->checks()) {
-    // "": no allocation
-    std::string bad = b.find_nonfinite(with_loss, b.state_out(), program(), opts_.threads);
-    if (!bad.empty()) {
-      nonfinite_->step_failed(bad, step_);
-      ++step_;  // the batch is consumed
-      return false;
-    }
-  }
-  b.commit_state();
-  ++step_;
-  return true;
+void Session::keep_state(BoundStep& b, bool with_loss) {
+  // "": no allocation
+  const std::string bad = nonfinite_->checks()
+      ? b.find_nonfinite(with_loss, b.state_out(), program(), opts_.threads)
+      : std::string();
+  if (bad.empty()) b.commit_state();
+  else nonfinite_->step_failed(bad, step_);  // throws in Stop mode
+  ++step_;  // the batch is consumed either way
 }
 
 float Session::train_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n) {
