@@ -53,6 +53,10 @@ class TrainSpec:
     # AdamW, RMSprop and Adagrad take trainstep's rewritten rules; "traced"
     # always traces; "rules" takes the rules (docs/optimizers.md).
     optimizer_capture: str = "auto"
+    # torch.bfloat16: the forward and the loss run under
+    # torch.autocast("cpu", dtype=torch.bfloat16), in the compiled step as
+    # in eager; parameters and optimizer state stay float32 (docs/bf16.md).
+    autocast: Optional[Any] = None
     extra: dict = field(default_factory=dict)
 
 

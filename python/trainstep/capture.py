@@ -86,6 +86,8 @@ class StepParts:
         self.layout = batch.resolve(spec)
         named = dict(self.model.named_parameters())
         self.buffers = dict(self.model.named_buffers())
+        check_dtypes(named, self.buffers)
+        autocast_dtype(spec)
         self.aliases = _aliases(self.model)
         name_of = {id(p): n for n, p in named.items()}
         groups = []
@@ -120,6 +122,11 @@ class StepParts:
             out[n] = ("optim", t)
         return {n: (k, t.detach().clone()) for n, (k, t) in out.items()}
 
+    def autocast(self):
+        """The spec's autocast around a forward and its loss (a no-op
+        without one): the traced step records autocast's casts."""
+        return autocast_context(self.spec)
+
     def call_model(self, params, frozen, buffers, inputs):
         """functional_call with every state_dict name bound (tied weights
         bind each alias to its one tensor, so gradients of both uses sum)."""
@@ -137,8 +144,9 @@ class StepParts:
             # Buffers are cloned so in-place updates (BatchNorm running
             # stats) become new values we can return.
             bufs = {n: b.clone() for n, b in buffers.items()}
-            out = self.call_model(ps, frozen, bufs, inputs)
-            return self.loss(out, targets), bufs
+            with self.autocast():
+                out = self.call_model(ps, frozen, bufs, inputs)
+                return self.loss(out, targets), bufs
 
         with rng.stream(seed, offset):
             grads, (loss, new_bufs) = grad_and_value(loss_of, has_aux=True)(params)
@@ -149,6 +157,48 @@ class StepParts:
         if self.clip is not None:
             grads = clip_grad_norm(grads, *self.clip)
         return self.opt.update(params, grads, ostate, lr)
+
+
+def autocast_dtype(spec):
+    """TrainSpec.autocast, checked: None or torch.bfloat16."""
+    dt = getattr(spec, "autocast", None)
+    if dt is None:
+        return None
+    if dt is True:
+        return torch.bfloat16
+    if dt != torch.bfloat16:
+        raise CaptureError(f"autocast={dt!r}: trainstep autocasts to torch.bfloat16 only "
+                           "(float16 has no kernels here; docs/bf16.md)")
+    return dt
+
+
+def autocast_context(spec):
+    dt = autocast_dtype(spec)
+    if dt is None:
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=dt)
+
+
+def eval_outputs(spec, leaves):
+    """Model outputs as the eval step returns them: under autocast a
+    bfloat16 output is returned as float32 (exact), so the runtime's ports
+    and accuracy readers stay float32."""
+    if autocast_dtype(spec) is None:
+        return list(leaves)
+    return [o.float() if o.dtype == torch.bfloat16 else o for o in leaves]
+
+
+def check_dtypes(named, buffers):
+    """A model moved wholly to bfloat16 is refused here, in one line: the
+    runtime keeps parameters and optimizer state in float32."""
+    for what, ts in (("parameter", named), ("buffer", buffers)):
+        for n, t in ts.items():
+            if t.dtype == torch.bfloat16:
+                raise CaptureError(
+                    f"{what} '{n}' is bfloat16: trainstep trains bfloat16 under autocast with "
+                    "float32 parameters (keep the model float32 and set "
+                    "TrainSpec(autocast=torch.bfloat16), or use torch.autocast in your step; "
+                    "docs/bf16.md)")
 
 
 def functional_optimizer(spec, groups, updated, named):
@@ -350,7 +400,7 @@ def capture_eval(parts):
         a = ins.unpack(flat)
         # A model that samples in eval mode (a VAE's reparameterisation)
         # draws from the eval stream; most draw nothing, and lose the ports.
-        with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE):
+        with rng.stream(a.rng_seed, a.rng_offset, key_base=rng.EVAL_KEY_BASE), p.autocast():
             out = p.call_model(a.params, a.frozen, a.buffers, a.inputs)
         sf = getattr(p.spec, "step_function", None)
         if sf is not None:  # a train_step function (step_fn.py): its loss or eval_fn's
@@ -366,9 +416,14 @@ def capture_eval(parts):
             raise CaptureError("the model's eval output holds no tensor")
         seen["dims"] = batch.per_sample_dims(leaves, p.layout, seen["structure"].names)
         if seen["dims"] is None:  # the batch's loss: the model returns it
-            return (*leaves, p.loss(out, a.targets).reshape(()))
-        losses = vmap(per_sample_loss, in_dims=(*p.layout.targets, *seen["dims"]))(
-            *a.targets, *leaves)
+            with p.autocast():
+                return (*eval_outputs(p.spec, leaves), p.loss(out, a.targets).reshape(()))
+        # Under autocast the per-sample losses take the float32 outputs: vmap
+        # batches the loss above autocast, which would leave it bfloat16.
+        leaves = eval_outputs(p.spec, leaves)
+        with p.autocast():
+            losses = vmap(per_sample_loss, in_dims=(*p.layout.targets, *seen["dims"]))(
+                *a.targets, *leaves)
         return (*leaves, losses)
 
     with _mode(p.model, False), provenance.recording(p.model):

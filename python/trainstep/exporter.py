@@ -137,10 +137,12 @@ def trace_tensors(parts, train, gmeta, gtensors):
 
 
 def export(spec_path, out_path, golden_steps=None, seed=0, ops=None, grads=None,
-           trace_values=False, calibration_rounds=golden.ROUNDS):
+           trace_values=False, calibration_rounds=golden.ROUNDS, autocast=None):
     if ops is None:  # first: a missing or mismatched binary fails before the work
         ops = supported_ops()
     spec = load_spec(spec_path)
+    if autocast is not None:  # --autocast: over what the spec says
+        spec.autocast = autocast
     return export_spec(spec, out_path, golden_steps, seed, ops, grads, trace_values,
                        calibration_rounds, spec_path)
 
@@ -181,6 +183,8 @@ def export_spec(spec, out_path, golden_steps=None, seed=0, ops=None, grads=None,
         "functions": functions,
         "golden": gmeta,
     }
+    if capture.autocast_dtype(spec) is not None:
+        program["autocast"] = "bfloat16"
     if parts.aliases:
         program["aliases"] = parts.aliases
     if parts.clip is not None:
@@ -223,6 +227,9 @@ def main(argv=None):
                          f"gradients and on the parameters, N of each (default {golden.ROUNDS}), "
                          "whose spread sets verify's tolerance per value; 0: no calibration "
                          "(verify then uses its fixed default)")
+    ap.add_argument("--autocast", choices=["bfloat16"], default=None,
+                    help="run the forward and the loss under torch.autocast('cpu', "
+                         "dtype=torch.bfloat16), as TrainSpec(autocast=...) does (docs/bf16.md)")
     ap.add_argument("--debug", action="store_true",
                     help="on an error, also print the full Python traceback")
     a = ap.parse_args(argv)
@@ -232,7 +239,8 @@ def main(argv=None):
         if a.calibration_rounds < 0:
             raise ExportError("--calibration-rounds must be 0 or more")
         program = export(a.spec, a.out, a.golden_steps, a.seed, grads=a.grads or None,
-                         trace_values=a.trace_values, calibration_rounds=a.calibration_rounds)
+                         trace_values=a.trace_values, calibration_rounds=a.calibration_rounds,
+                         autocast=torch.bfloat16 if a.autocast else None)
         hist = collections.Counter(n["op"] for n in program["functions"]["train_step"]["nodes"])
         print(f"exported {a.out}: {program['name']}, train_step {sum(hist.values())} nodes, "
               f"{len(hist)} distinct ops, {len(program['state'])} state tensors; "

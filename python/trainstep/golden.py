@@ -22,7 +22,7 @@ import math
 import torch
 
 from . import optim as ts_optim
-from . import batch, pytree, rng
+from . import batch, capture, pytree, rng
 
 FACTOR = 10.0
 FLOOR = {"float32": 1e-4, "float64": 1e-9}
@@ -73,11 +73,14 @@ def eager_copy(parts):
     return model, opt
 
 
-def _jitter(t, gen, roundings=1.0):
-    """t plus `roundings` roundings' worth of noise at its largest magnitude."""
+def _jitter(t, gen, roundings=1.0, compute=None):
+    """t plus `roundings` roundings' worth of noise at its largest magnitude:
+    roundings of `compute`, the dtype the step computes in (bfloat16 under
+    autocast, whose roundings are what a reimplementation differs by), or
+    of t's own dtype."""
     if not t.is_floating_point() or t.numel() == 0:
         return t
-    eps = torch.finfo(t.dtype).eps * roundings
+    eps = torch.finfo(compute or t.dtype).eps * roundings
     return t + eps * t.detach().abs().max() * torch.randn(t.shape, generator=gen, dtype=t.dtype)
 
 
@@ -112,6 +115,7 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
       (final), eval/outputI, eval/sample_loss.
     noise "grads" or "params" adds _jitter there (drawn from gen)."""
     spec = parts.spec
+    compute = capture.autocast_dtype(spec)
     model, opt = eager_copy(parts)
     model.train()
     if noise == "params":
@@ -121,7 +125,11 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
                 # about sqrt(K) roundings, so the forward's pre-activations
                 # (and which side of a ReLU kink they land on) move about
                 # as far as a reimplementation's do.
-                p.copy_(_jitter(p, gen, math.sqrt(_fan_in(p))))
+                # Under autocast the products run on bfloat16 copies of
+                # the weights, whose one rounding dominates (and a float32
+                # order's noise would round away): one bfloat16 rounding.
+                roundings = 1.0 if compute is not None else math.sqrt(_fan_in(p))
+                p.copy_(_jitter(p, gen, roundings, compute))
     opt_params = [p for g in opt.param_groups for p in g["params"]]
     step0 = int(parts.opt_state[ts_optim.STEP])
     init = _state(parts, model, opt, step0)
@@ -129,7 +137,8 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
     for k, (xs, ys) in enumerate(batches):
         with rng.stream(torch.tensor(seed), torch.tensor(step0 + k)):
             opt.zero_grad()
-            loss = spec.loss_fn(model(*parts.example.args(xs)), parts.example.target(ys))
+            with parts.autocast():
+                loss = spec.loss_fn(model(*parts.example.args(xs)), parts.example.target(ys))
             loss.backward()
         if grads and k == 0:
             named = dict(model.named_parameters())
@@ -138,7 +147,7 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
         if noise == "grads":
             for p in opt_params:
                 if p.grad is not None:
-                    p.grad.copy_(_jitter(p.grad, gen))
+                    p.grad.copy_(_jitter(p.grad, gen, compute=compute))
         if parts.clip is not None:
             torch.nn.utils.clip_grad_norm_(opt_params, *parts.clip)
         opt.step()
@@ -155,7 +164,8 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
     model.eval()
     # The first eval batch: eval offset 0 (the C++ session counts eval
     # batches from 0).
-    with torch.no_grad(), rng.stream(torch.tensor(seed), torch.tensor(0), rng.EVAL_KEY_BASE):
+    with torch.no_grad(), rng.stream(torch.tensor(seed), torch.tensor(0), rng.EVAL_KEY_BASE), \
+            parts.autocast():
         xs, ys = batches[0]
         out = model(*parts.example.args(xs))
         sf = getattr(spec, "step_function", None)
@@ -165,6 +175,8 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
         else:
             leaves, structure = pytree.flatten(out)
             dims = batch.per_sample_dims(leaves, parts.layout, structure.names)
+            if dims is not None:  # per-sample losses of float32 outputs, as capture_eval
+                leaves = capture.eval_outputs(spec, leaves)
 
         def sample(i):
             one = structure.build([o.narrow(d, i, 1) for o, d in zip(leaves, dims)])
@@ -176,7 +188,7 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
             obs["eval/batch_loss"] = spec.loss_fn(out, parts.example.target(ys)).reshape(())
         else:
             obs["eval/sample_loss"] = torch.stack([sample(i) for i in range(parts.layout.size)])
-    for i, o in enumerate(leaves):
+    for i, o in enumerate(capture.eval_outputs(spec, leaves)):
         obs[f"eval/output{i}"] = o
     return obs
 
@@ -246,4 +258,6 @@ def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
         spread = calibrate(parts, batches, seed, grads, obs, rounds)
         meta["calibration"] = {"factor": FACTOR, "floor": FLOOR, "rounds": rounds,
                                "noise": list(NOISE), "spread": spread}
+        if capture.autocast_dtype(parts.spec) is not None:
+            meta["calibration"]["compute"] = "bfloat16"
     return meta, tensors

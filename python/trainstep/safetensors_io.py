@@ -28,6 +28,8 @@ _DTYPES = {
     "I32": (torch.int32, np.dtype("<i4")),
     "U8": (torch.uint8, np.dtype("u1")),
     "BOOL": (torch.bool, np.dtype("?")),
+    # numpy has no bfloat16: its bytes travel as int16 and are viewed back.
+    "BF16": (torch.bfloat16, np.dtype("<i2")),
 }
 _NAME_OF = {t: name for name, (t, _) in _DTYPES.items()}
 
@@ -111,7 +113,10 @@ def _dumps(tensors, metadata):
         if t.dtype not in _NAME_OF:
             raise ValueError(f"safetensors: tensor '{name}' has unsupported dtype {t.dtype}")
         st_name = _NAME_OF[t.dtype]
-        arr = t.detach().cpu().contiguous().numpy().astype(_DTYPES[st_name][1], copy=False)
+        t = t.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            t = t.view(torch.int16)
+        arr = t.numpy().astype(_DTYPES[st_name][1], copy=False)
         raw = arr.tobytes()
         header[name] = {"dtype": st_name, "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(raw)]}
@@ -247,7 +252,8 @@ def loads(data, what="<bytes>"):
         else:
             arr = np.frombuffer(block[begin:end], dtype=npdtype).reshape(shape)
             # Copy into native byte order so torch owns writable memory.
-            tensors[name] = torch.from_numpy(arr.astype(npdtype.newbyteorder("="), copy=True))
+            t = torch.from_numpy(arr.astype(npdtype.newbyteorder("="), copy=True))
+            tensors[name] = t.view(torch.bfloat16) if tdtype == torch.bfloat16 else t
     return tensors, metadata
 
 

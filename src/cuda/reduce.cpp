@@ -21,6 +21,7 @@ Elem elem_of(const NodeCtx& n, DType t) {
     case DType::I32: return Elem::I32;
     case DType::U8:
     case DType::Bool: return Elem::U8;  // bool bytes are 0 or 1
+    case DType::BF16: break;
   }
   n.fail("CUDA: unsupported dtype");
 }

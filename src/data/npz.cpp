@@ -156,6 +156,7 @@ const char* npy_descr(DType t) {
     case DType::I32: return "<i4";
     case DType::U8: return "|u1";
     case DType::Bool: return "|b1";
+    case DType::BF16: break;  // numpy has no bfloat16: npz_write refuses it
   }
   return "";
 }
@@ -181,6 +182,9 @@ std::string npy_header(const NpyArray& a) {
 }  // namespace
 
 void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& arrays) {
+  for (const auto& [name, a] : arrays)
+    if (a.dtype == DType::BF16)
+      fail(path + ": array '" + name + "' is bfloat16, which .npy cannot hold (write a safetensors file instead)");
   int code = 0;
   ZipPtr za(zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code));
   if (!za) fail(path + ": cannot write: " + zip_error_text(code));

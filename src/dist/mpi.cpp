@@ -39,6 +39,7 @@ MPI_Datatype mpi_type(DType t) {
     case DType::I32: return MPI_INT32_T;
     case DType::U8:
     case DType::Bool: return MPI_UINT8_T;
+    case DType::BF16: fail("MPI: bfloat16 tensors are not reduced over ranks (their gradients reach the all-reduce as float32)");
   }
   return MPI_BYTE;
 }

@@ -320,6 +320,14 @@ void verify_function(Function& f, const std::string& what) {
     } catch (const Error& e) {
       fail(what + ": function '" + f.name + "': " + e.what());
     }
+    if (n.def->bf16 == Bf16::No) {
+      bool bf16 = false;
+      for (int v : n.inputs) bf16 = bf16 || (v >= 0 && f.value_types[v].dtype == DType::BF16);
+      for (const auto& t : out) bf16 = bf16 || t.dtype == DType::BF16;
+      if (bf16)
+        fail(where + ": bfloat16 is not supported by this op (docs/bf16.md)" +
+             (n.source.empty() ? "" : "; from " + n.source));
+    }
     if (out.size() != n.outputs.size())
       fail(where + ": op produces " + std::to_string(out.size()) + " outputs, program lists " +
            std::to_string(n.outputs.size()));

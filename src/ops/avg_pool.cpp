@@ -34,8 +34,8 @@ struct Axis {
 };
 
 PoolPlanes planes_of(const NodeCtx& ctx, const TensorType& x, const char* what) {
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
-    ctx.fail(std::string(what) + " must be float32 or float64, got " + x.str());
+  if (!dtype_is_float(x.dtype))
+    ctx.fail(std::string(what) + " must be float32, float64 or bfloat16, got " + x.str());
   const size_t r = x.shape.size();
   if (r != 3 && r != 4) ctx.fail(std::string(what) + " must be rank 3 (C, H, W) or 4 (N, C, H, W), got " + x.str());
   for (size_t i = r - 3; i < r; ++i)

@@ -39,8 +39,8 @@ struct BnGeom {
 // ones (of its dtype).
 BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, const char*>>& per_c) {
   const TensorType& x = ctx.input(x_i);
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
-    ctx.fail("only float32 and float64 are supported, got input " + x.str());
+  if (!dtype_is_float(x.dtype))
+    ctx.fail("only float32, float64 and bfloat16 are supported, got input " + x.str());
   if (x.shape.size() < 2) ctx.fail("input must have rank >= 2 (N, C, ...), got " + x.str());
   BnGeom g;
   g.N = x.shape[0];

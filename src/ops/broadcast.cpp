@@ -1,5 +1,7 @@
 #include "ops/broadcast.h"
 
+#include <algorithm>
+
 namespace ts {
 
 namespace {
@@ -23,7 +25,10 @@ DType promote_types(DType a, DType b) {
   if (a == b) return a;
   int ca = category(a), cb = category(b);
   if (ca != cb) return ca > cb ? a : b;
-  if (ca == 2) return DType::F64;  // f32 vs f64
+  if (ca == 2) {  // the wider float: bfloat16 < float32 < float64
+    auto width = [](DType t) { return t == DType::BF16 ? 0 : t == DType::F32 ? 1 : 2; };
+    return width(a) > width(b) ? a : b;
+  }
   return int_rank(a) > int_rank(b) ? a : b;
 }
 
@@ -65,6 +70,7 @@ TensorType scalar_attr_type(const NodeCtx& ctx, const std::string& key) {
 }
 
 DType compute_dtype(DType t) {
+  if (t == DType::BF16) return DType::F32;  // rounded once, on the way out
   return (t == DType::I32 || t == DType::U8) ? DType::I64 : t;
 }
 
@@ -114,11 +120,66 @@ void cast_typed(const S* s, D* d, int64_t n) {
 }
 }  // namespace
 
+namespace {
+// Chunks a bfloat16 cast through float32 so the rest stays one dispatch.
+constexpr int64_t kBf16Chunk = 1024;
+
+void cast_to_bf16(const void* src, DType sd, uint16_t* dst, int64_t n) {
+  parallel_region(n > kParallelMin, [&](int t, int nt) {
+    int64_t i0, i1;
+    split_range(n, t, nt, i0, i1);
+    float tmp[kBf16Chunk];
+    for (int64_t i = i0; i < i1; i += kBf16Chunk) {
+      const int64_t m = std::min(kBf16Chunk, i1 - i);
+      if (sd == DType::F32) {
+        floats_to_bf16(static_cast<const float*>(src) + i, dst + i, m);
+        continue;
+      }
+      dispatch_dtype(sd, [&](auto tag) {
+        using S = decltype(tag);
+        const S* s = static_cast<const S*>(src) + i;
+        for (int64_t k = 0; k < m; ++k) tmp[k] = static_cast<float>(s[k]);
+      });
+      floats_to_bf16(tmp, dst + i, m);
+    }
+  });
+}
+
+void cast_from_bf16(const uint16_t* src, void* dst, DType dd, int64_t n) {
+  parallel_region(n > kParallelMin, [&](int t, int nt) {
+    int64_t i0, i1;
+    split_range(n, t, nt, i0, i1);
+    float tmp[kBf16Chunk];
+    for (int64_t i = i0; i < i1; i += kBf16Chunk) {
+      const int64_t m = std::min(kBf16Chunk, i1 - i);
+      if (dd == DType::F32) {
+        bf16_to_floats(src + i, static_cast<float*>(dst) + i, m);
+        continue;
+      }
+      bf16_to_floats(src + i, tmp, m);
+      dispatch_dtype(dd, [&](auto tag) {
+        using D = decltype(tag);
+        D* d = static_cast<D*>(dst) + i;
+        for (int64_t k = 0; k < m; ++k) d[k] = convert<D>(tmp[k]);
+      });
+    }
+  });
+}
+}  // namespace
+
+uint16_t double_to_bf16(double x) {
+  // Through float32, as c10::BFloat16 converts a double (so a value within
+  // float32's rounding of a tie rounds twice, as it does in torch).
+  return float_to_bf16(static_cast<float>(x));
+}
+
 void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n) {
   if (sd == dd) {
     std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(sd));
     return;
   }
+  if (dd == DType::BF16) return cast_to_bf16(src, sd, static_cast<uint16_t*>(dst), n);
+  if (sd == DType::BF16) return cast_from_bf16(static_cast<const uint16_t*>(src), dst, dd, n);
   dispatch_dtype(sd, [&](auto s) {
     using S = decltype(s);
     dispatch_dtype(dd, [&](auto d) {
@@ -129,14 +190,20 @@ void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n) {
 }
 
 double read_as_double(const void* p, DType t) {
+  if (t == DType::BF16) return bf16_to_float(*static_cast<const uint16_t*>(p));
   return dispatch_dtype(t, [&](auto x) { return static_cast<double>(*static_cast<const decltype(x)*>(p)); });
 }
 
 int64_t read_as_int(const void* p, DType t) {
+  if (t == DType::BF16) return convert<int64_t>(bf16_to_float(*static_cast<const uint16_t*>(p)));
   return dispatch_dtype(t, [&](auto x) { return convert<int64_t>(*static_cast<const decltype(x)*>(p)); });
 }
 
 void store_scalar(void* dst, DType t, double d, int64_t i) {
+  if (t == DType::BF16) {
+    *static_cast<uint16_t*>(dst) = double_to_bf16(d);
+    return;
+  }
   dispatch_dtype(t, [&](auto x) {
     using T = decltype(x);
     if constexpr (std::is_floating_point_v<T>)

@@ -13,6 +13,7 @@
 
 #include "ops/op.h"
 #include "ops/parallel.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 
@@ -61,6 +62,10 @@ auto dispatch_dtype(DType t, F&& f) {
     case DType::I32: return f(int32_t{});
     case DType::U8: return f(uint8_t{});
     case DType::Bool: break;
+    case DType::BF16:
+      // Kernels compute bfloat16 in float32 (compute_dtype); an op reaches
+      // here only if its OpDef claims bfloat16 without converting.
+      fail("internal: a bfloat16 tensor reached a kernel loop with no bfloat16 form");
   }
   return f(bool{});
 }
@@ -124,7 +129,10 @@ D convert(S x) {
     return static_cast<D>(x);
 }
 
+// x as torch casts a double to bfloat16: to float32, then to nearest even.
+uint16_t double_to_bf16(double x);
 // Converts n elements; src may equal a different dtype only (no aliasing).
+// Every cast to bfloat16 goes through float32, as torch's does.
 void cast_buffer(const void* src, DType sd, void* dst, DType dd, int64_t n);
 // Reads/writes one element as double (for scalars; exact for |int| < 2^53).
 double read_as_double(const void* p, DType t);

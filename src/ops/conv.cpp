@@ -54,8 +54,8 @@ ConvGeom conv_geom(const NodeCtx& ctx, int in_i, int w_i) {
   const TensorType& w = ctx.input(w_i);
   // transposed=true goes to conv_transpose.cpp before this is called.
   if (ctx.attr_bool("transposed")) ctx.fail("transposed convolution does not run here");
-  if (x.dtype != w.dtype || (x.dtype != DType::F32 && x.dtype != DType::F64))
-    ctx.fail("input and weight must both be float32 or both float64, got input " + x.str() +
+  if (x.dtype != w.dtype || !dtype_is_float(x.dtype))
+    ctx.fail("input and weight must both be float32, both float64 or both bfloat16, got input " + x.str() +
              " and weight " + w.str());
   if (x.shape.size() != 3 && x.shape.size() != 4)
     ctx.fail("input must be rank 3 (N, C, L) or rank 4 (N, C, H, W), got " + x.str());

@@ -385,11 +385,13 @@ void register_elementwise_unary_ops(OpRegistry& r) {
   clone.strided_view = [](const NodeCtx&, const StridedView& in, const Shape&) {
     return std::optional<StridedView>(in);
   };
+  clone.bf16 = Bf16::Native;  // cast_buffer: bytes, or one rounding
   r.add(std::move(clone));
   OpDef to_copy{"aten._to_copy.default", "self cast to attr dtype (null keeps it); other attrs ignored",
                 &to_copy_infer, &clone_make, false, &to_copy_tile, true, true};
   to_copy.algebra.value_cast = true;
   to_copy.pointwise = {PwCode::Cast};
+  to_copy.bf16 = Bf16::Native;
   r.add(std::move(to_copy));
 }
 

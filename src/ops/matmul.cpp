@@ -30,8 +30,8 @@ using dnnl::memory;
 
 void expect_float_rank(const NodeCtx& ctx, int i, size_t rank, const char* name) {
   const TensorType& t = ctx.input(i);
-  if (t.dtype != DType::F32 && t.dtype != DType::F64)
-    ctx.fail(std::string(name) + " must be float32 or float64, got " + t.str());
+  if (!dtype_is_float(t.dtype))
+    ctx.fail(std::string(name) + " must be float32, float64 or bfloat16, got " + t.str());
   if (t.shape.size() != rank)
     ctx.fail(std::string(name) + " must be rank " + std::to_string(rank) + ", got " + t.str());
 }

@@ -25,8 +25,8 @@ struct LnShape {
 
 LnShape ln_shape(const NodeCtx& ctx, int in, int w, int b) {
   const TensorType& x = ctx.input(in);
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
-    ctx.fail("input must be float32 or float64, got " + x.str());
+  if (!dtype_is_float(x.dtype))
+    ctx.fail("input must be float32, float64 or bfloat16, got " + x.str());
   Shape ns = ctx.attr_ints("normalized_shape");
   const size_t r = x.shape.size(), k = ns.size();
   if (k == 0 || k > r || !std::equal(ns.begin(), ns.end(), x.shape.end() - k))

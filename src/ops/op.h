@@ -210,6 +210,20 @@ struct Pointwise {
   const char* scalar_attr = nullptr;
 };
 
+// How an op's kernel takes bfloat16 values (docs/bf16.md).
+enum class Bf16 : uint8_t {
+  // The float32 kernel of the same node with every bfloat16 input, output
+  // and dtype attr made float32, between conversions: torch computes
+  // bfloat16 ops in float32 and rounds once, and so does this (make_kernel).
+  ViaFloat32,
+  // The kernel takes bfloat16 itself: it moves bytes, casts, or has a
+  // bfloat16 form (oneDNN).
+  Native,
+  // Refused at verification: float32 arithmetic would not give torch's
+  // bfloat16 result.
+  No,
+};
+
 struct OpDef {
   std::string name;  // exporter's name, e.g. "aten.convolution.default"
   std::string doc;   // one line for docs/ops.md
@@ -267,7 +281,13 @@ struct OpDef {
   // What a pointwise op computes element by element (None: not pointwise,
   // or clone, which backends run as a copy).
   Pointwise pointwise = {};
+  Bf16 bf16 = Bf16::ViaFloat32;
 };
+
+// Builds a node's kernel: def.make, or for a bfloat16 node of a ViaFloat32
+// op, def.make of its float32 twin between conversions. Every caller that
+// runs kernels builds them here.
+std::unique_ptr<Kernel> make_kernel(const OpDef& def, const KernelCtx& ctx);
 
 class OpRegistry {
  public:

@@ -164,8 +164,8 @@ struct MirrorArgs {
 // dims: 1 or 2 padded dims; reflect: pads must be less than the size.
 MirrorArgs mirror_args(const NodeCtx& ctx, const TensorType& t, int dims, bool reflect) {
   const int64_t r = rank_of(t);
-  if (t.dtype != DType::F32 && t.dtype != DType::F64)
-    ctx.fail("takes float32 or float64, got " + t.str());
+  if (!dtype_is_float(t.dtype))
+    ctx.fail("takes float32, float64 or bfloat16, got " + t.str());
   if (r != dims + 1 && r != dims + 2)
     ctx.fail("expects a " + std::to_string(dims + 1) + "-d or " + std::to_string(dims + 2) +
              "-d (batched) input, got " + t.str());

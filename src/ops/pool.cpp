@@ -41,8 +41,8 @@ std::string pair_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + st
 }  // namespace
 
 PoolGeom max_pool_geom(const NodeCtx& ctx, const TensorType& x) {
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
-    ctx.fail("only float32 and float64 are supported, got " + x.str());
+  if (!dtype_is_float(x.dtype))
+    ctx.fail("only float32, float64 and bfloat16 are supported, got " + x.str());
   if (x.shape.size() != 4 && x.shape.size() != 3)
     ctx.fail("input must be rank 3 (C, H, W) or 4 (N, C, H, W), got " + x.str());
   PoolGeom g;

@@ -31,8 +31,8 @@ namespace {
 using Lines = SoftmaxLines;
 
 void expect_float(const NodeCtx& ctx, int i) {
-  if (ctx.input(i).dtype != DType::F32 && ctx.input(i).dtype != DType::F64)
-    ctx.fail("input " + std::to_string(i) + " must be float32 or float64, got " + ctx.input(i).str());
+  if (!dtype_is_float(ctx.input(i).dtype))
+    ctx.fail("input " + std::to_string(i) + " must be float32, float64 or bfloat16, got " + ctx.input(i).str());
 }
 
 // ---- forward: self; attrs dim, half_to_float ----
@@ -120,11 +120,14 @@ std::vector<TensorType> bwd_infer(const NodeCtx& ctx) {
   if (ctx.input(1).dtype != ctx.input(0).dtype || ctx.input(1).shape != ctx.input(0).shape)
     ctx.fail("output " + ctx.input(1).str() + " must match grad_output " + ctx.input(0).str());
   auto dt = ctx.attr_dtype("input_dtype");
-  if (dt && *dt != ctx.input(0).dtype)
+  // A bfloat16 input's softmax ran in float32 (autocast): its gradient is
+  // computed in float32 and returned as bfloat16, as torch does.
+  const bool to_bf16 = dt == DType::BF16 && ctx.input(0).dtype == DType::F32;
+  if (dt && *dt != ctx.input(0).dtype && !to_bf16)
     ctx.fail(std::string("input_dtype ") + dtype_name(*dt) + " differs from the gradient's " +
              dtype_name(ctx.input(0).dtype));
   softmax_lines(ctx, ctx.input(0).shape);
-  return {{ctx.input(0).dtype, ctx.input(0).shape}};
+  return {{to_bf16 ? DType::BF16 : ctx.input(0).dtype, ctx.input(0).shape}};
 }
 
 template <bool Log>

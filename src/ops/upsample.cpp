@@ -124,8 +124,8 @@ void read_sizes(const NodeCtx& ctx, bool vec, Geom& g) {
 }
 
 void expect_float(const NodeCtx& ctx, const TensorType& t, const char* what) {
-  if (t.dtype != DType::F32 && t.dtype != DType::F64)
-    ctx.fail(std::string(what) + " must be float32 or float64, got " + t.str());
+  if (!dtype_is_float(t.dtype))
+    ctx.fail(std::string(what) + " must be float32, float64 or bfloat16, got " + t.str());
 }
 
 Geom geom(const NodeCtx& ctx, Mode mode, bool backward) {

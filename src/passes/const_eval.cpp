@@ -33,7 +33,7 @@ HostTensor run_node(const Node& n, const std::vector<TensorType>& in_types,
   NodeCtx ctx(n.name, n.op, n.attrs, in_types, present);
   std::vector<TensorType> outs = n.def->infer(ctx);
   KernelCtx kc{ctx, outs, 1};
-  std::unique_ptr<Kernel> k = n.def->make(kc);
+  std::unique_ptr<Kernel> k = make_kernel(*n.def, kc);
   std::vector<HostTensor> held;  // buffers for outputs other than 0
   std::vector<Tensor> o;
   for (size_t j = 0; j < outs.size(); ++j) {

@@ -12,6 +12,7 @@ Target cpu_target() {
   t.blocked_layouts = t.relu_fusion = t.batched_transpose = t.merged_products =
       t.composed_views = true;  // oneDNN's forms and the hand-written strided kernels
   t.grad_steps = t.data_parallel = t.skip_nonfinite = t.host_memory = true;
+  t.bf16 = true;  // oneDNN's bfloat16 products, float32 kernels between conversions elsewhere
   return t;
 }
 
@@ -19,7 +20,8 @@ Target cpu_target() {
 // rank 2 (cuBLASLt's layouts would take rank 3, but no GPU has run that yet),
 // its as_strided has not run composed (stride-0) gathers, and merged sums
 // are not yet measured with cuBLAS. Each step is one CUDA graph that writes
-// the new state back itself, so a step cannot be dropped after it ran.
+// the new state back itself, so a step cannot be dropped after it ran. Its
+// kernels have no bfloat16 forms yet.
 Target cuda_target() {
   Target t;
   t.device = Device::Cuda;

@@ -22,6 +22,7 @@ struct Target {
   bool data_parallel = false;       // several ranks joined by all-reduce nodes
   bool skip_nonfinite = false;      // NonFinite::Skip: new state kept until checked
   bool host_memory = false;         // its memory is the host's: state needs no copies
+  bool bf16 = false;                // bfloat16 values (autocast steps)
 };
 
 // The target of device d. Needs no device present, nor a build with its

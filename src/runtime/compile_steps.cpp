@@ -56,6 +56,26 @@ CompiledSteps compile_steps(const Artifact& a, const SessionOptions& o, const Ta
   const std::string limit_text =
       "the memory limit of " + bytes_str(limit) + " (" + std::to_string(limit) + " bytes, " +
       (o.max_memory ? "--max-memory)" : "the machine's physical memory; see --max-memory)");
+  // bfloat16 computes inside a step (autocast); the runtime's own reads of
+  // state, gradients and losses (accumulation, the non-finite check, the
+  // logged loss) are float32/float64.
+  const char* kBf16Fix =
+      ": trainstep trains bfloat16 under autocast with float32 parameters and optimizer "
+      "state (TrainSpec(autocast=torch.bfloat16), docs/bf16.md); a model moved wholly to "
+      "bfloat16 is not supported";
+  for (const auto& s : p.state)
+    if (s.type.dtype == DType::BF16) fail(path + ": state '" + s.name + "' is bfloat16" + kBf16Fix);
+  if (!t.bf16)
+    for (const auto& [fname, f] : p.functions)
+      for (const auto& vt : f.value_types)
+        if (vt.dtype == DType::BF16)
+          fail(path + ": function '" + fname + "' computes in bfloat16 (an autocast export), which " +
+               runs_only_on("bfloat16", &Target::bf16) + " for now");
+  for (const auto& [fname, f] : p.functions)
+    for (const auto& out : f.outputs)
+      if (out.type.dtype == DType::BF16 && (out.role == Role::Loss || out.role == Role::SampleLoss ||
+                                            out.role == Role::BatchLoss || out.role == Role::Grad))
+        fail(path + ": function '" + fname + "': output '" + out.name + "' is bfloat16" + kBf16Fix);
   size_t state_bytes = 0;
   for (const auto& s : p.state) state_bytes += s.type.nbytes();
   if (state_bytes > limit)

@@ -32,7 +32,7 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* 
     s.io = node_io(f, n, plan_);
     NodeCtx ctx = node_ctx(f, n);
     KernelCtx kctx{ctx, s.io.out_types, threads_, collective};
-    s.kernel = n.def->make(kctx);
+    s.kernel = make_kernel(*n.def, kctx);
     // A node nobody reads (kept without cleanup) is made, so it is
     // validated, but never run: kernels need not handle all outputs null.
     if (!s.io.any_live) continue;

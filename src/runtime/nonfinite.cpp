@@ -65,6 +65,7 @@ int64_t first_bad(const Tensor& t, int threads, U exponent) {
 int64_t first_nonfinite(const Tensor& t, int threads) {
   if (t.dtype == DType::F32) return first_bad<uint32_t>(t, threads, 0x7f800000u);
   if (t.dtype == DType::F64) return first_bad<uint64_t>(t, threads, 0x7ff0000000000000ull);
+  if (t.dtype == DType::BF16) return first_bad<uint16_t>(t, threads, uint16_t{0x7f80});
   return -1;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "trainstep/bfloat16.h"
 #include "trainstep/error.h"
 
 namespace ts {
@@ -16,6 +17,7 @@ double element(const Tensor& t, int64_t i) {
     case DType::I32: return t.as<int32_t>()[i];
     case DType::U8: return t.as<uint8_t>()[i];
     case DType::Bool: return t.as<bool>()[i];
+    case DType::BF16: return bf16_to_float(t.as<uint16_t>()[i]);
   }
   return 0;
 }

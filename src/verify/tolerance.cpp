@@ -30,6 +30,7 @@ Tolerance::Tolerance(const Artifact& a, std::optional<double> given) : given_(gi
   if (!floor_.count("float32")) bad("floor has no float32 entry");
   for (const auto& [k, v] : c.at("spread").items()) spread_[k] = number(v, "spread." + k);
   rounds_ = c.value("rounds", 0);
+  if (c.contains("compute") && c.at("compute").is_string()) compute_ = c.at("compute").get<std::string>();
   calibrated_ = true;
 }
 
@@ -57,12 +58,14 @@ std::string Tolerance::describe() const {
       std::snprintf(f, sizeof f, "%s%.0e %s", floors.empty() ? "" : ", ", v, k.c_str());
       floors += f;
     }
+    // Under autocast the noise is bfloat16's rounding, one on each.
+    const std::string noise = compute_.empty()
+                                  ? "one rounding on gradients, sqrt(fan-in) on parameters"
+                                  : "one " + compute_ + " rounding on gradients and on parameters";
     std::snprintf(line, sizeof line,
                   "tolerance per value: max(floor, %g x eager's own spread), calibrated at "
-                  "export (%d round(s) of noise: one rounding on gradients, sqrt(fan-in) on "
-                  "parameters); "
-                  "floor %s; --tol overrides",
-                  factor_, rounds_, floors.c_str());
+                  "export (%d round(s) of noise: %s); floor %s; --tol overrides",
+                  factor_, rounds_, noise.c_str(), floors.c_str());
   }
   return line;
 }

@@ -31,6 +31,7 @@ class Tolerance {
   bool calibrated_ = false;
   double factor_ = 0;
   int rounds_ = 0;
+  std::string compute_;  // "bfloat16" under autocast: the noise is its rounding
   std::map<std::string, double> floor_, spread_;
 };
 

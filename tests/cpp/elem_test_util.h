@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "trainstep/bfloat16.h"
 #include "verify/diff.h"
 
 namespace elemtest {
@@ -44,6 +45,7 @@ inline void set(const ts::Tensor& t, int64_t i, double v) {
     case DType::I32: t.as<int32_t>()[i] = static_cast<int32_t>(v); break;
     case DType::U8: t.as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
     case DType::Bool: t.as<bool>()[i] = v != 0; break;
+    case DType::BF16: t.as<uint16_t>()[i] = ts::float_to_bf16(static_cast<float>(v)); break;
   }
 }
 

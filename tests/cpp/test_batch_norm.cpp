@@ -238,7 +238,7 @@ TEST(BatchNorm, Errors) {
             f + "input must have rank >= 2 (N, C, ...), got float32[4]");
   EXPECT_EQ(infer_error(kFwd, fwd_attrs(true), {T({4, 3}, DType::I64), {}, {}, {}, {}},
                         {true, false, false, false, false}),
-            f + "only float32 and float64 are supported, got input int64[4, 3]");
+            f + "only float32, float64 and bfloat16 are supported, got input int64[4, 3]");
   EXPECT_EQ(infer_error(kFwd, fwd_attrs(true), {T({1, 3, 1}), {}, {}, {}, {}},
                         {true, false, false, false, false}),
             f + "training mode needs more than 1 value per channel, got input float32[1, 3, 1]");

@@ -169,8 +169,8 @@ TEST(Conv, Errors) {
             "node 'n0' (aten.convolution.default): weight must be rank 3 (O, C/groups, kL) for "
             "input float32[3, 8, 8], got float32[4, 3, 3, 3]");
   EXPECT_EQ(infer_error(op, a, {T({1, 3, 8, 8}, DType::F64), T({4, 3, 3, 3}), {}}, nob),
-            "node 'n0' (aten.convolution.default): input and weight must both be float32 or both "
-            "float64, got input float64[1, 3, 8, 8] and weight float32[4, 3, 3, 3]");
+            "node 'n0' (aten.convolution.default): input and weight must both be float32, both "
+            "float64 or both bfloat16, got input float64[1, 3, 8, 8] and weight float32[4, 3, 3, 3]");
   EXPECT_EQ(infer_error(op, a, {T({1, 3, 8, 8}), T({4, 3, 3, 3}), T({5})}),
             "node 'n0' (aten.convolution.default): bias must be float32[4], got float32[5]");
   json s = a;

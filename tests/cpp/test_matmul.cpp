@@ -112,7 +112,7 @@ TEST(Matmul, Errors) {
   EXPECT_EQ(infer_error("aten.mm.default", none, {T({3, 4, 1}), T({4, 6})}),
             "node 'n0' (aten.mm.default): self must be rank 2, got float32[3, 4, 1]");
   EXPECT_EQ(infer_error("aten.mm.default", none, {T({3, 4}), T({4, 6}, DType::I64)}),
-            "node 'n0' (aten.mm.default): mat2 must be float32 or float64, got int64[4, 6]");
+            "node 'n0' (aten.mm.default): mat2 must be float32, float64 or bfloat16, got int64[4, 6]");
   EXPECT_EQ(infer_error("aten.mm.default", none, {T({3, 4}), T({4, 6}, DType::F64)}),
             "node 'n0' (aten.mm.default): self and mat2 must have the same dtype, got "
             "float32[3, 4] and float64[4, 6]");

@@ -138,7 +138,7 @@ TEST(LayerNorm, Errors) {
             std::string::npos);
   EXPECT_NE(infer_error("aten.native_layer_norm.default", {{"normalized_shape", {4}}, {"eps", 1e-5}},
                         {ts::TensorType{ts::DType::I64, {3, 4}}, f32t({4}), f32t({4})})
-                .find("input must be float32 or float64, got int64[3, 4]"),
+                .find("input must be float32, float64 or bfloat16, got int64[3, 4]"),
             std::string::npos);
   EXPECT_NE(infer_error("aten.native_layer_norm_backward.default",
                         {{"normalized_shape", {4}}, {"output_mask", {true, true, true}}},

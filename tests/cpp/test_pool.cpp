@@ -173,7 +173,7 @@ TEST(MaxPool, Errors) {
             "node 'n0' (aten.max_pool2d_with_indices.default): input must be rank 3 (C, H, W) or 4 "
             "(N, C, H, W), got float32[5, 5]");
   EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5}, DType::I64)}),
-            "node 'n0' (aten.max_pool2d_with_indices.default): only float32 and float64 are "
+            "node 'n0' (aten.max_pool2d_with_indices.default): only float32, float64 and bfloat16 are "
             "supported, got int64[1, 1, 5, 5]");
   a["kernel_size"] = {0, 3};
   EXPECT_EQ(infer_error(kFwd, a, {T({1, 1, 5, 5})}),

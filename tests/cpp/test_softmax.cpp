@@ -91,7 +91,7 @@ TEST(Softmax, Errors) {
   ts::TensorType f{ts::DType::F32, {2, 3}}, i64{ts::DType::I64, {2, 3}};
   EXPECT_NE(infer_error("aten._softmax.default", {{"dim", 2}, {"half_to_float", false}}, {f}).find("dim 2 is out of range"),
             std::string::npos);
-  EXPECT_NE(infer_error("aten._softmax.default", {{"dim", 1}, {"half_to_float", false}}, {i64}).find("must be float32 or float64"),
+  EXPECT_NE(infer_error("aten._softmax.default", {{"dim", 1}, {"half_to_float", false}}, {i64}).find("must be float32, float64 or bfloat16"),
             std::string::npos);
   EXPECT_NE(infer_error("aten._softmax_backward_data.default", {{"dim", 1}, {"input_dtype", "float32"}},
                         {f, ts::TensorType{ts::DType::F32, {3, 2}}})

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "trainstep/bfloat16.h"
+
 namespace ts_cuda_test {
 
 bool have_gpu() {
@@ -40,6 +42,7 @@ ts::HostTensor random_tensor(ts::DType dt, const ts::Shape& shape, std::mt19937&
       case ts::DType::I32: t.view.as<int32_t>()[i] = int32_t(std::floor(v)); break;
       case ts::DType::U8: t.view.as<uint8_t>()[i] = uint8_t(std::floor(v)); break;
       case ts::DType::Bool: t.view.as<uint8_t>()[i] = rng() & 1; break;
+      case ts::DType::BF16: t.view.as<uint16_t>()[i] = ts::float_to_bf16(float(v)); break;
     }
   }
   return t;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "trainstep/bfloat16.h"
 #include "../cpp/tiny_artifact.h"
 #include "data/idx.h"
 #include "data/image_decode.h"
@@ -121,6 +122,7 @@ void fill(const ts::HostTensor& t, bool hostile) {
       case ts::DType::I32: t.view.as<int32_t>()[i] = int32_t(v); break;
       case ts::DType::U8: t.view.as<uint8_t>()[i] = uint8_t(v); break;
       case ts::DType::Bool: t.view.as<uint8_t>()[i] = k & 1; break;
+      case ts::DType::BF16: t.view.as<uint16_t>()[i] = ts::float_to_bf16(float(k - 5) / 4); break;
     }
   }
 }

@@ -89,7 +89,7 @@ def _negatives():
     avg = "aten.avg_pool2d.default"
     a = _avg_attrs([2, 2], [2, 2], [0, 0], False, True, None)
     out = [
-        neg_case(avg, In((1, 2, 5, 5), I), **a, error="input must be float32 or float64, got int64[1, 2, 5, 5]",
+        neg_case(avg, In((1, 2, 5, 5), I), **a, error="input must be float32, float64 or bfloat16, got int64[1, 2, 5, 5]",
                  unsupported="integer pooling"),
         neg_case(avg, In((5, 5)), **a, error="input must be rank 3 (C, H, W) or 4 (N, C, H, W), got float32[5, 5]"),
         neg_case(avg, In((1, 0, 5, 5)), **a, error="input must have non-empty C, H and W, got float32[1, 0, 5, 5]"),
@@ -109,7 +109,7 @@ def _negatives():
         out += [
             neg_case(op, In((1, 2, 5, 5)), output_size=[2], error="output_size must have 2 values, got 1"),
             neg_case(op, In((1, 2, 5, 5), I), output_size=[2, 2],
-                     error="input must be float32 or float64, got int64[1, 2, 5, 5]"),
+                     error="input must be float32, float64 or bfloat16, got int64[1, 2, 5, 5]"),
             neg_case(op, In((1, 2, 0, 5)), output_size=[2, 2],
                      error="input must have non-empty C, H and W, got float32[1, 2, 0, 5]"),
         ]

@@ -215,7 +215,7 @@ def _negatives():
         neg_case("aten.convolution.default", In((2, 3, 5, 5)), In((3, 2, 3, 3)), In((3,)), **t2,
                  error="bias must be float32[2], got float32[3]"),
         neg_case("aten.convolution.default", In((2, 3, 5, 5), D), In((3, 2, 3, 3)), None, **t2,
-                 error="input and weight must both be float32 or both float64, got input "
+                 error="input and weight must both be float32, both float64 or both bfloat16, got input "
                        "float64[2, 3, 5, 5] and weight float32[3, 2, 3, 3]"),
         neg_case("aten.convolution.default", In((1, 2, 3, 3)), In((2, 2, 3, 3)), None,
                  **dict(t2, padding=[3, 3]),

@@ -207,7 +207,7 @@ def _negatives():
         neg_case("aten.convolution.default", In((2, 3, 9, 9)), In((4, 2, 3, 3)), None, **conv,
                  error="input has 3 channels but weight float32[4, 2, 3, 3] with groups=1 expects 2"),
         neg_case("aten.convolution.default", In((2, 3, 9, 9), D), In((4, 3, 3, 3)), None, **conv,
-                 error="input and weight must both be float32 or both float64, got input float64[2, 3, 9, 9] "
+                 error="input and weight must both be float32, both float64 or both bfloat16, got input float64[2, 3, 9, 9] "
                        "and weight float32[4, 3, 3, 3]"),
         neg_case("aten.convolution.default", In((2, 3, 9, 9), D), In((4, 3, 3, 3), D), In((4,)), **conv,
                  error="bias must be float64[4], got float32[4]",
@@ -227,7 +227,7 @@ def _negatives():
                  error="padding must be between 0 and half the kernel size, got padding 2x2 for kernel 3x3"),
         neg_case("aten.max_pool2d_with_indices.default", In((2, 4, 4), I), kernel_size=[2, 2], stride=[2, 2],
                  padding=[0, 0], dilation=[1, 1], ceil_mode=False,
-                 error="only float32 and float64 are supported, got int64[2, 4, 4]",
+                 error="only float32, float64 and bfloat16 are supported, got int64[2, 4, 4]",
                  unsupported="integer pooling"),
         neg_case("aten.max_pool2d_with_indices_backward.default", In((1, 2, 3, 3)), In((1, 2, 4, 4)),
                  In((1, 2, 2, 2), I, lo=0, hi=16), kernel_size=[2, 2], stride=[2, 2], padding=[0, 0],
@@ -235,7 +235,7 @@ def _negatives():
                  error="grad_output must be float32[1, 2, 2, 2], got float32[1, 2, 3, 3]"),
         neg_case("aten.mm.default", In((2, 3)), In((4, 5)), error="inner dimensions differ: [2, 3] @ [4, 5]"),
         neg_case("aten.mm.default", In((2, 3), I), In((3, 5), I),
-                 error="self must be float32 or float64, got int64[2, 3]", unsupported="integer matmul"),
+                 error="self must be float32, float64 or bfloat16, got int64[2, 3]", unsupported="integer matmul"),
         neg_case("aten.mm.default", In((2, 3)), In((3, 5), D),
                  error="self and mat2 must have the same dtype, got float32[2, 3] and float64[3, 5]"),
         neg_case("aten.addmm.default", In((5,)), In((3, 4), D), In((4, 5), D), beta=1, alpha=1,

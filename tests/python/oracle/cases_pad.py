@@ -98,7 +98,7 @@ def _negatives():
     for name in ("reflection_pad1d", "replication_pad1d"):
         op = f"aten.{name}.default"
         out += [
-            neg_case(op, In((2, 4), I), padding=[1, 1], error="takes float32 or float64, got int64[2, 4]",
+            neg_case(op, In((2, 4), I), padding=[1, 1], error="takes float32, float64 or bfloat16, got int64[2, 4]",
                      unsupported="integer padding (torch 2.x takes it, 1.13 does not)"),
             neg_case(op, In((4,)), padding=[1, 1], error="expects a 2-d or 3-d (batched) input, got float32[4]"),
             neg_case(op, In((2, 0, 4)), padding=[1, 1],

@@ -52,7 +52,7 @@ def _negatives():
         neg_case("aten._softmax.default", In((2, 3)), dim=2, half_to_float=False,
                  error="dim 2 is out of range for a tensor of rank 2"),
         neg_case("aten._log_softmax.default", In((2, 3), "int64"), dim=1, half_to_float=False,
-                 error="input 0 must be float32 or float64, got int64[2, 3]"),
+                 error="input 0 must be float32, float64 or bfloat16, got int64[2, 3]"),
         neg_case("aten._softmax.default", In((2, 3)), dim=1, half_to_float=True,
                  error="half_to_float needs a float16 input"),
         neg_case("aten._softmax_backward_data.default", In((2, 3)), In((3, 2)), dim=1,

@@ -149,7 +149,7 @@ def _negatives():
             neg_case(fwd_d, In((1, 2, 0, 7)), output_size=[4, 4], **extra,
                      error="input and output sizes must be positive, got input 0x7 and output 4x4"),
             neg_case(fwd_d, In((1, 2, 5, 7), I), output_size=[10, 14], **extra,
-                     error="input must be float32 or float64, got int64[1, 2, 5, 7]"),
+                     error="input must be float32, float64 or bfloat16, got int64[1, 2, 5, 7]"),
             neg_case(bwd_d, In((1, 2, 10, 13)), output_size=[10, 14], input_size=[1, 2, 5, 7], **extra,
                      error="grad_output must be float32[1, 2, 10, 14], got float32[1, 2, 10, 13]"),
             neg_case(bwd_d, In((2, 10, 14)), output_size=[10, 14], input_size=[2, 5, 7], **extra,
