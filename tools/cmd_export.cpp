@@ -160,6 +160,7 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
   auto grads = std::make_shared<bool>(false);
   auto trace = std::make_shared<bool>(false);
   auto rounds = std::make_shared<int>(-1);
+  auto autocast = std::make_shared<std::string>();
   cmd->add_option("spec", *spec, "SPEC.py defining build() -> trainstep.TrainSpec")->required();
   cmd->add_option("--out,-o", *out, "artifact to write (NAME.tstep)")->required();
   add_example(cmd, "trainstep export examples/mnist/spec.py --out mnist.tstep");
@@ -175,12 +176,20 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
                   "and on the parameters, N of each (default 2), whose spread sets verify's "
                   "tolerance per value; 0: no calibration")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--autocast", *autocast,
+                  "run the forward and the loss under torch.autocast('cpu', dtype=bfloat16), as "
+                  "TrainSpec(autocast=torch.bfloat16) does (docs/bf16.md)")
+      ->check(CLI::IsMember({"bfloat16"}));
   cmd->callback([=, &action] {
     action = [=] {
       std::vector<std::string> args{"trainstep.exporter", *spec, "--out", *out,
                                     "--seed", std::to_string(*seed)};
       if (*grads) args.push_back("--grads");
       if (*trace) args.push_back("--trace-values");
+      if (!autocast->empty()) {
+        args.push_back("--autocast");
+        args.push_back(*autocast);
+      }
       if (*rounds >= 0) {
         args.push_back("--calibration-rounds");
         args.push_back(std::to_string(*rounds));

@@ -2,14 +2,22 @@
 
 namespace ts {
 
-// Branch-free forms of the inline conversions, which GCC vectorises at -O2
-// and above for whatever ISA the file is built for.
+// Loops over the inline rule, branch-free, which GCC vectorises at -O2 and
+// above for whatever ISA the file is built for.
 void floats_to_bf16(const float* __restrict src, uint16_t* __restrict dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, src + i, 4);
-    const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    dst[i] = static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : r);
+    dst[i] = bf16_round_bits(u);
+  }
+}
+
+void round_floats_to_bf16(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, 4);
+    u = static_cast<uint32_t>(bf16_round_bits(u)) << 16;
+    std::memcpy(p + i, &u, 4);
   }
 }
 

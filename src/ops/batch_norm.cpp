@@ -35,8 +35,13 @@ struct BnGeom {
   int64_t M() const { return N * S; }  // elements per channel
 };
 
-// Checks a (N, C, *) float32 or float64 tensor and the optional per-channel
-// ones (of its dtype).
+// The dtype of the per-channel tensors (weight, stats, saves): the input's,
+// but float32 for a bfloat16 input, as torch's mixed-type batch norm takes
+// it under autocast.
+DType per_channel_dtype(const TensorType& x) { return x.dtype == DType::BF16 ? DType::F32 : x.dtype; }
+
+// Checks a (N, C, *) float tensor and the optional per-channel ones (of
+// per_channel_dtype).
 BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, const char*>>& per_c) {
   const TensorType& x = ctx.input(x_i);
   if (!dtype_is_float(x.dtype))
@@ -49,8 +54,8 @@ BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, con
   for (auto [i, name] : per_c) {
     if (!ctx.has_input(i)) continue;
     const TensorType& t = ctx.input(i);
-    if (t.dtype != x.dtype || t.shape != Shape{g.C})
-      ctx.fail(std::string(name) + " must be " + dtype_name(x.dtype) + "[" + std::to_string(g.C) +
+    if (t.dtype != per_channel_dtype(x) || t.shape != Shape{g.C})
+      ctx.fail(std::string(name) + " must be " + dtype_name(per_channel_dtype(x)) + "[" + std::to_string(g.C) +
                "] for input " + x.str() + ", got " + t.str());
   }
   return g;
@@ -121,7 +126,7 @@ std::vector<TensorType> infer_bn(const NodeCtx& ctx) {
   if (port_layout(ctx, false, 0, ctx.input(0)) != port_layout(ctx, true, 0, ctx.input(0)))
     ctx.fail("input 0 and output 0 must have one layout");
   Shape save{bn_training(ctx) ? g.C : 0};
-  const DType t = ctx.input(0).dtype;
+  const DType t = per_channel_dtype(ctx.input(0));
   return {ctx.input(0), {t, save}, {t, save}};
 }
 
@@ -337,7 +342,7 @@ std::vector<TensorType> infer_bn_bwd(const NodeCtx& ctx) {
   const Layout l = port_layout(ctx, false, 1, ctx.input(1));
   if (port_layout(ctx, false, 0, ctx.input(0)) != l || port_layout(ctx, true, 0, ctx.input(1)) != l)
     ctx.fail("grad_out, input and grad_input must have one layout");
-  TensorType per{ctx.input(1).dtype, {g.C}};
+  TensorType per{per_channel_dtype(ctx.input(1)), {g.C}};
   return {ctx.input(1), per, per};
 }
 

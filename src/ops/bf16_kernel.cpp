@@ -3,10 +3,25 @@
 // attr made float32; its inputs are converted up (exact) and its float32
 // outputs rounded to bfloat16 once, as torch's CPU kernels compute
 // bfloat16 in float32 and round the result.
+#include "ops/bf16_kernel.h"
+
 #include "ops/broadcast.h"
-#include "ops/op.h"
 
 namespace ts {
+
+// Every dtype attr (dtype, input_dtype) naming bfloat16 names float32.
+json float32_attrs(const json& attrs) {
+  json a = attrs;
+  if (!a.is_object()) return a;
+  for (auto& [key, v] : a.items())
+    if (v.is_string() && v.get<std::string>() == dtype_name(DType::BF16)) v = dtype_name(DType::F32);
+  return a;
+}
+
+TensorType float32_type(TensorType t) {
+  if (t.dtype == DType::BF16) t.dtype = DType::F32;
+  return t;
+}
 
 namespace {
 
@@ -18,15 +33,6 @@ bool touches_bf16(const KernelCtx& k) {
   for (const auto& t : k.outputs)
     if (is_bf16(t)) return true;
   return false;
-}
-
-// Every dtype attr (dtype, input_dtype) naming bfloat16 names float32.
-json float32_attrs(const json& attrs) {
-  json a = attrs;
-  if (!a.is_object()) return a;
-  for (auto& [key, v] : a.items())
-    if (v.is_string() && v.get<std::string>() == dtype_name(DType::BF16)) v = dtype_name(DType::F32);
-  return a;
 }
 
 class ViaFloat32 : public Kernel {

@@ -11,7 +11,9 @@
 //   outputs: [j, ...]: the node's outputs are these members' values.
 // Inputs have the group's shape or one element; one-element inputs may have
 // any dtype (cast to float32 as the member kernels would), the others are
-// float32 or bool. Outputs have each member op's own dtype (float32/bool).
+// float32, bfloat16 or bool. Outputs have each member op's own dtype
+// (float32/bfloat16/bool). Tiles hold float32; a member whose value is
+// bfloat16 is rounded to it where it is computed, as eager rounds each op.
 //
 // infer re-runs every member op's infer on the member types, so a program
 // with fused nodes verifies exactly like the unfused one.
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/bf16_kernel.h"
 #include "ops/broadcast.h"
 
 namespace ts {
@@ -32,6 +35,9 @@ constexpr int kMaxArgs = 3;
 // The group program with every member's context and type.
 struct Group {
   std::vector<std::unique_ptr<NodeCtx>> ctx;
+  // The float32 twin of each member (bf16_kernel.h), whose tile form runs.
+  std::vector<std::unique_ptr<json>> twin_attrs;
+  std::vector<std::unique_ptr<NodeCtx>> twin;
   std::vector<const OpDef*> def;
   std::vector<TensorType> type;
   std::vector<std::vector<int>> args;  // >= 0: member; < 0: input -(a + 1)
@@ -80,11 +86,15 @@ Group parse_group_attrs(const NodeCtx& ctx) {
                                        types, std::vector<bool>(types.size(), true));
     std::vector<TensorType> out = def->infer(*c);
     if (out.size() != 1) ctx.fail(where + ": fused members have one output");
+    auto ta = std::make_unique<json>(float32_attrs(m.at("attrs")));
+    std::vector<TensorType> ttypes;
+    for (const auto& t : types) ttypes.push_back(float32_type(t));
+    auto tc = std::make_unique<NodeCtx>(c->node(), op, *ta, ttypes, std::vector<bool>(types.size(), true));
     const bool cst = def->constant != ConstRole::None && args.empty() && out[0].numel() == 1;
     if (!cst) {
-      if (!def->make_tile || !def->make_tile(*c)) ctx.fail(where + ": no float32 tile form for these types");
-      if (out[0].dtype != DType::F32 && out[0].dtype != DType::Bool)
-        ctx.fail(where + ": fused values are float32 or bool");
+      if (!def->make_tile || !def->make_tile(*tc)) ctx.fail(where + ": no float32 tile form for these types");
+      if (out[0].dtype != DType::F32 && out[0].dtype != DType::Bool && out[0].dtype != DType::BF16)
+        ctx.fail(where + ": fused values are float32, bfloat16 or bool");
       if (!have_shape) {
         g.shape = out[0].shape;
         have_shape = true;
@@ -94,6 +104,8 @@ Group parse_group_attrs(const NodeCtx& ctx) {
       }
     }
     g.ctx.push_back(std::move(c));
+    g.twin_attrs.push_back(std::move(ta));
+    g.twin.push_back(std::move(tc));
     g.def.push_back(def);
     g.type.push_back(out[0]);
     g.args.push_back(std::move(args));
@@ -104,9 +116,9 @@ Group parse_group_attrs(const NodeCtx& ctx) {
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     const TensorType& t = ctx.input(i);
     if (t.numel() == 1) continue;
-    if (t.numel() != numel || (t.dtype != DType::F32 && t.dtype != DType::Bool))
+    if (t.numel() != numel || (t.dtype != DType::F32 && t.dtype != DType::Bool && t.dtype != DType::BF16))
       ctx.fail("input " + std::to_string(i) + " is " + t.str() +
-               "; fused inputs are float32/bool of the group's numel, or one element");
+               "; fused inputs are float32/bfloat16/bool of the group's numel, or one element");
   }
   for (const json& o : ctx.attrs().at("outputs")) {
     const int j = o.get<int>();
@@ -135,7 +147,7 @@ std::vector<TensorType> fused_infer(const NodeCtx& ctx) {
 
 struct FusedKernel : Kernel {
   // Value slots: the node's inputs [0, ni), then the members [ni, ni + nm).
-  enum Kind { InFloat, InBool, Shared, Reg };
+  enum Kind { InFloat, InBool, InBf16, Shared, Reg };
   struct Slot {
     Kind kind = Reg;
     int reg = -1;     // Reg / InBool: register index
@@ -147,11 +159,13 @@ struct FusedKernel : Kernel {
     int args[kMaxArgs] = {};
     int nargs = 0;
     int dst = 0;  // slot
+    bool round_bf16 = false;  // its value is bfloat16: rounded in the tile
   };
   struct Out {
     int slot = 0;
     int step = 0;  // the step that computes it
     bool is_bool = false;
+    bool is_bf16 = false;
   };
 
   int ni = 0;
@@ -182,7 +196,7 @@ struct FusedKernel : Kernel {
     // A float32 output is written in place by its step unless it shares
     // memory with an input that a later step still reads.
     for (size_t o = 0; o < outs.size(); ++o) {
-      direct[o] = !outs[o].is_bool && out[o].data != nullptr;
+      direct[o] = !outs[o].is_bool && !outs[o].is_bf16 && out[o].data != nullptr;
       if (!direct[o]) continue;
       const char* ob = static_cast<const char*>(out[o].data);
       const char* oe = ob + out[o].nbytes();
@@ -216,6 +230,12 @@ struct FusedKernel : Kernel {
               P[s] = r;
               break;
             }
+            case InBf16: {
+              float* r = reg0 + sl.reg * kTile;
+              bf16_to_floats(static_cast<const uint16_t*>(in[s].data) + off, r, len);
+              P[s] = r;
+              break;
+            }
             case Shared: P[s] = shared_tile(sl.shared); break;
             case Reg:
               P[s] = sl.out >= 0 && direct[sl.out] ? out[sl.out].as<float>() + off
@@ -227,6 +247,7 @@ struct FusedKernel : Kernel {
           const float* a[kMaxArgs];
           for (int i = 0; i < st.nargs; ++i) a[i] = P[st.args[i]];
           st.op->run(a, P[st.dst], len);
+          if (st.round_bf16) round_floats_to_bf16(P[st.dst], len);
         }
         for (size_t o = 0; o < outs.size(); ++o) {
           if (!out[o].data || direct[o]) continue;
@@ -234,6 +255,8 @@ struct FusedKernel : Kernel {
           if (outs[o].is_bool) {
             uint8_t* b = static_cast<uint8_t*>(out[o].data) + off;
             for (int64_t i = 0; i < len; ++i) b[i] = r[i] != 0.0f;
+          } else if (outs[o].is_bf16) {  // rounded already: exact
+            floats_to_bf16(r, static_cast<uint16_t*>(out[o].data) + off, len);
           } else {
             std::memcpy(out[o].as<float>() + off, r, static_cast<size_t>(len) * sizeof(float));
           }
@@ -266,7 +289,10 @@ std::unique_ptr<Kernel> fused_make(const KernelCtx& kc) {
       s.shared = k->in_shared[i] = nshared++;
       shared_vals.push_back(0.0f);
     } else {
-      s.kind = ctx.input(i).dtype == DType::Bool ? FusedKernel::InBool : FusedKernel::InFloat;
+      const DType dt = ctx.input(i).dtype;
+      s.kind = dt == DType::Bool   ? FusedKernel::InBool
+               : dt == DType::BF16 ? FusedKernel::InBf16
+                                   : FusedKernel::InFloat;
     }
   }
   for (int j = 0; j < nm; ++j) {
@@ -292,8 +318,9 @@ std::unique_ptr<Kernel> fused_make(const KernelCtx& kc) {
       s.kind = FusedKernel::Reg;
       step_of[j] = static_cast<int>(k->steps.size());
       FusedKernel::Step st;
-      st.op = g.def[j]->make_tile(*g.ctx[j]);
+      st.op = g.def[j]->make_tile(*g.twin[j]);
       if (!st.op) ctx.fail("member " + std::to_string(j) + " has no tile form");
+      st.round_bf16 = g.type[j].dtype == DType::BF16;
       st.nargs = static_cast<int>(g.args[j].size());
       for (int a = 0; a < st.nargs; ++a) {
         const int v = g.args[j][a];
@@ -310,6 +337,7 @@ std::unique_ptr<Kernel> fused_make(const KernelCtx& kc) {
     out.slot = ni + j;
     out.step = step_of[j];
     out.is_bool = g.type[j].dtype == DType::Bool;
+    out.is_bf16 = g.type[j].dtype == DType::BF16;
     k->outs.push_back(out);
     if (k->slots[ni + j].out < 0) k->slots[ni + j].out = static_cast<int>(o);
   }
@@ -330,7 +358,8 @@ std::unique_ptr<Kernel> fused_make(const KernelCtx& kc) {
     return r;
   };
   for (int i = 0; i < ni; ++i)
-    if (k->slots[i].kind == FusedKernel::InBool) k->slots[i].reg = take();
+    if (k->slots[i].kind == FusedKernel::InBool || k->slots[i].kind == FusedKernel::InBf16)
+      k->slots[i].reg = take();
   for (int s = 0; s < nsteps; ++s) {
     const auto& st = k->steps[s];
     k->slots[st.dst].reg = take();  // before freeing: a step never writes over its args
@@ -339,7 +368,8 @@ std::unique_ptr<Kernel> fused_make(const KernelCtx& kc) {
       bool dup = false;
       for (int b = 0; b < a; ++b) dup = dup || st.args[b] == v;
       if (!dup && last[v] == s && k->slots[v].reg >= 0 &&
-          (k->slots[v].kind == FusedKernel::Reg || k->slots[v].kind == FusedKernel::InBool))
+          (k->slots[v].kind == FusedKernel::Reg || k->slots[v].kind == FusedKernel::InBool ||
+           k->slots[v].kind == FusedKernel::InBf16))
         free_regs.push_back(k->slots[v].reg);
     }
     if (last[st.dst] < s) free_regs.push_back(k->slots[st.dst].reg);  // never read
@@ -355,9 +385,11 @@ std::unique_ptr<Kernel> fused_make(const KernelCtx& kc) {
 }  // namespace
 
 void register_fused_ops(OpRegistry& r) {
-  r.add(OpDef{"trainstep.fused_elementwise",
-              "a group of float32/bool pointwise ops run as one kernel over tiles (attrs members, outputs; made by the fusion pass)",
-              &fused_infer, &fused_make, false, nullptr, true});
+  OpDef fused{"trainstep.fused_elementwise",
+              "a group of float32/bfloat16/bool pointwise ops run as one kernel over float32 tiles, each bfloat16 value rounded where it is computed (attrs members, outputs; made by the fusion pass)",
+              &fused_infer, &fused_make, false, nullptr, true};
+  fused.bf16 = Bf16::Native;
+  r.add(std::move(fused));
 }
 
 }  // namespace ts

@@ -694,7 +694,16 @@ std::optional<StridedView> as_strided_view(const NodeCtx& ctx, const StridedView
 
 }  // namespace
 
-void register_shape_ops(OpRegistry& r) {
+void register_shape_ops(OpRegistry& registry) {
+  // Shape ops move bytes (by_size, memcpy) or cast (cat and stack promote
+  // through cast_buffer): bfloat16 is native to all of them.
+  struct Native {
+    OpRegistry& reg;
+    void add(OpDef d) {
+      d.bf16 = Bf16::Native;
+      reg.add(std::move(d));
+    }
+  } r{registry};
   const std::string al = "; aliases input 0 (no kernel: make returns nullptr); any dtype";
   // Every aliasing reshape views its input the way torch's view() does.
   auto alias = [&](OpDef d) {

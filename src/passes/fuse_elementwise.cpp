@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "ir/rewrite.h"
+#include "ops/bf16_kernel.h"
 
 namespace ts {
 
@@ -16,22 +17,24 @@ bool is_const_node(const Function& f, const Node& n) {
          n.outputs.size() == 1 && n.outputs[0] >= 0 && f.value_types[n.outputs[0]].numel() == 1;
 }
 
-// A pointwise node the fused kernel can run: one output, float32/bool, a
-// tile form for its types, every operand the output's shape (float32/bool)
-// or one element.
+bool tile_dtype(DType t) { return t == DType::F32 || t == DType::Bool || t == DType::BF16; }
+
+// A pointwise node the fused kernel can run: one output, float32/bfloat16/
+// bool, a tile form for its float32 twin's types, every operand the
+// output's shape (float32/bfloat16/bool) or one element.
 bool is_fusable(const Function& f, const Node& n) {
   if (!n.def || !n.def->make_tile || n.outputs.size() != 1 || n.outputs[0] < 0) return false;
   const TensorType& out = f.value_types[n.outputs[0]];
-  if (out.dtype != DType::F32 && out.dtype != DType::Bool) return false;
+  if (!tile_dtype(out.dtype)) return false;
   std::vector<TensorType> in;
   for (int v : n.inputs) {
     if (v < 0) return false;
     const TensorType& t = f.value_types[v];
-    if (t.numel() != 1 && (t.shape != out.shape || (t.dtype != DType::F32 && t.dtype != DType::Bool)))
-      return false;
-    in.push_back(t);
+    if (t.numel() != 1 && (t.shape != out.shape || !tile_dtype(t.dtype))) return false;
+    in.push_back(float32_type(t));
   }
-  NodeCtx ctx(n.name, n.op, n.attrs, in, std::vector<bool>(in.size(), true));
+  const json attrs = float32_attrs(n.attrs);
+  NodeCtx ctx(n.name, n.op, attrs, in, std::vector<bool>(in.size(), true));
   return n.def->make_tile(ctx) != nullptr;
 }
 
