@@ -18,6 +18,14 @@
 // every kernel here, fused forms included; its rank-3 values are never
 // blocked (plan_layouts blocks rank-4 values only). Transposed convolution
 // (transposed=true) is conv_transpose.cpp's: plain layouts, no fused form.
+//
+// bfloat16 runs on oneDNN's bf16 primitives (AMX or AVX512_BF16 where the
+// CPU has them): bf16 input, weight, bias and gradients, float32
+// accumulation, each result rounded once, as torch's CPU kernels do. Its
+// ports are plain (plan_layouts blocks float32 only), there is no Winograd
+// or one-channel candidate, and the kernels report the oneDNN
+// implementations as their choices (bench --profile). A bf16 transposed
+// convolution runs conv_transpose.cpp's float32 kernels between conversions.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +41,7 @@
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 namespace {
@@ -40,6 +49,7 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 constexpr auto f32 = memory::data_type::f32;
+constexpr auto dt_bf16 = memory::data_type::bf16;
 
 std::string dims_str(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
@@ -120,9 +130,11 @@ tag layout_tag(Layout l) {
 
 // The layouts of the activation ports as stored in the arena: src (forward
 // input 0, backward input 1), dst (forward output 0, backward grad_output)
-// and dsrc (backward grad_input).
+// and dsrc (backward grad_input); dt, every port's element type (bf16
+// ports are plain).
 struct ConvLayouts {
   Layout src = Layout::Plain, dst = Layout::Plain, dsrc = Layout::Plain;
+  memory::data_type dt = f32;
 };
 
 // Memory descriptors and geometry in oneDNN terms (dilation counts from 0).
@@ -138,14 +150,14 @@ ConvMds conv_mds(const ConvGeom& g, const ConvLayouts& l) {
   // OIHW with groups is the same bytes as GOIHW with O split into (G, O/G).
   memory::dims wei = g.G == 1 ? memory::dims{g.O, g.C, g.KH, g.KW}
                               : memory::dims{g.G, g.O / g.G, g.C / g.G, g.KH, g.KW};
-  m.src = memory::desc(src, f32, layout_tag(l.src));
-  m.dst = memory::desc(dst, f32, layout_tag(l.dst));
-  m.dsrc = memory::desc(src, f32, layout_tag(l.dsrc));
-  m.wei = memory::desc(wei, f32, g.G == 1 ? tag::oihw : tag::goihw);
-  m.bias = memory::desc({g.O}, f32, tag::x);
-  m.src_any = memory::desc(src, f32, tag::any);
-  m.dst_any = memory::desc(dst, f32, tag::any);
-  m.wei_any = memory::desc(wei, f32, tag::any);
+  m.src = memory::desc(src, l.dt, layout_tag(l.src));
+  m.dst = memory::desc(dst, l.dt, layout_tag(l.dst));
+  m.dsrc = memory::desc(src, l.dt, layout_tag(l.dsrc));
+  m.wei = memory::desc(wei, l.dt, g.G == 1 ? tag::oihw : tag::goihw);
+  m.bias = memory::desc({g.O}, l.dt, tag::x);
+  m.src_any = memory::desc(src, l.dt, tag::any);
+  m.dst_any = memory::desc(dst, l.dt, tag::any);
+  m.wei_any = memory::desc(wei, l.dt, tag::any);
   m.strides = {g.sh, g.sw};
   m.dil = {g.dh - 1, g.dw - 1};
   m.pad = {g.ph, g.pw};  // symmetric: PyTorch's floor formula matches oneDNN's check
@@ -163,14 +175,19 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const ConvMds& m, bool bias,
   return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
 }
 
-// Largest |v| over n floats as its bit pattern; >= 0x7f800000 means some
+// v's float32 bits (bfloat16 is their top half).
+uint32_t float_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+uint32_t float_bits(uint16_t v) { return uint32_t(v) << 16; }
+
+// Largest |v| over n values as float32 bits; >= 0x7f800000 means some
 // value is inf or NaN. Integer max, so it vectorises and never misses a NaN.
-uint32_t max_abs_bits(const float* p, int64_t n) {
-  auto abs_bits = [p](int64_t i) {
-    uint32_t b;
-    std::memcpy(&b, p + i, sizeof b);
-    return b & 0x7fffffffu;
-  };
+template <class T>
+uint32_t max_abs_bits(const T* p, int64_t n) {
+  auto abs_bits = [p](int64_t i) { return float_bits(p[i]) & 0x7fffffffu; };
   uint32_t m = 0;
   if (omp_can_fork()) {  // no one-thread region: it would allocate a team
 #pragma omp parallel for reduction(max : m)
@@ -187,10 +204,22 @@ float bits_float(uint32_t b) {
   return f;
 }
 
+// As aten.relu: negatives become +0, NaN and -0 stay.
+void relu_in_place(float* y, int64_t n) {
+  parallel_for(n, true, [&](int64_t i) { y[i] = y[i] < 0.f ? 0.f : y[i]; });
+}
+void relu_in_place(uint16_t* y, int64_t n) {
+  parallel_for(n, true, [&](int64_t i) { y[i] = bf16_to_float(y[i]) < 0.f ? 0 : y[i]; });
+}
+
+// x passes relu's backward where(x <= 0, 0, g): !(x <= 0), so NaN passes.
+bool passes_relu(float x) { return !(x <= 0.f); }
+bool passes_relu(uint16_t x) { return !(bf16_to_float(x) <= 0.f); }
+
 class ConvFwdKernel : public Kernel {
  public:
   ConvFwdKernel(const ConvGeom& g, const ConvLayouts& l, bool bias, bool relu)
-      : bias_(bias), relu_(relu) {
+      : bias_(bias), relu_(relu), bf16_(l.dt == dt_bf16) {
     ConvMds m = conv_mds(g, l);
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (relu) {
@@ -203,6 +232,7 @@ class ConvFwdKernel : public Kernel {
     wei_ = DnnlPort(m.wei, pd.weights_desc(), true);
     dst_ = DnnlPort(m.dst, pd.dst_desc(), false);
     conv_ = make_step(pd, bias, m);
+    impl_ = pd.impl_info_str();
     if (relu) {
       // The same convolution without the post-op, on the same layouts, for
       // steps whose inputs could give a NaN (see run()).
@@ -219,6 +249,8 @@ class ConvFwdKernel : public Kernel {
     }
   }
 
+  const std::string& impl() const { return impl_; }
+
   void run(const Tensor* in, Tensor* out) override {
     if (!out[0].data) return;
     src_.set(in[0].data);
@@ -227,12 +259,13 @@ class ConvFwdKernel : public Kernel {
     if (bias_) bmem_.set_data_handle(in[2].data);
     src_.sync();
     wei_.sync();
-    if (relu_ && !surely_finite(in)) {
+    if (relu_ && !(bf16_ ? surely_finite<uint16_t>(in) : surely_finite<float>(in))) {
       plain_conv_.exec();
       dst_.sync();
-      float* y = out[0].as<float>();
-      // as aten.relu
-      parallel_for(n_out_, true, [&](int64_t i) { y[i] = y[i] < 0.f ? 0.f : y[i]; });
+      if (bf16_)
+        relu_in_place(out[0].as<uint16_t>(), n_out_);
+      else
+        relu_in_place(out[0].as<float>(), n_out_);
       return;
     }
     conv_.exec();
@@ -258,17 +291,20 @@ class ConvFwdKernel : public Kernel {
   // oneDNN's relu post-op maps NaN to 0, PyTorch's relu keeps it. The
   // convolution's result has no NaN (nor inf) when every input is finite
   // and |x|max * |w|max * (C/G*kH*kW) + |b|max stays well below FLT_MAX.
+  // (The bound is on the float32 accumulator; bf16 has float32's range.)
+  template <class T>
   bool surely_finite(const Tensor* in) const {
     const uint32_t inf = 0x7f800000u;
-    uint32_t bx = max_abs_bits(in[0].as<float>(), n_src_);
-    uint32_t bw = max_abs_bits(in[1].as<float>(), n_wei_);
-    uint32_t bb = bias_ ? max_abs_bits(in[2].as<float>(), n_bias_) : 0;
+    uint32_t bx = max_abs_bits(in[0].as<T>(), n_src_);
+    uint32_t bw = max_abs_bits(in[1].as<T>(), n_wei_);
+    uint32_t bb = bias_ ? max_abs_bits(in[2].as<T>(), n_bias_) : 0;
     if (bx >= inf || bw >= inf || bb >= inf) return false;
     double bound = double(bits_float(bx)) * bits_float(bw) * double(red_) + bits_float(bb);
     return bound < 0.5 * double(std::numeric_limits<float>::max());
   }
 
-  bool bias_, relu_;
+  bool bias_, relu_, bf16_;
+  std::string impl_;
   int64_t red_ = 0, n_src_ = 0, n_wei_ = 0, n_out_ = 0, n_bias_ = 0;
   DnnlPort src_, wei_, dst_;
   memory bmem_;
@@ -571,18 +607,46 @@ std::unique_ptr<Kernel> choose_fwd(const KernelCtx& k, const ConvGeom& g, const 
   return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
 }
 
+// The ops here take bfloat16 natively (Bf16::Native), but a bf16 node
+// whose kernel takes float32 only (a transposed convolution) runs
+// make_kernel's float32 form of it: through an OpDef that says ViaFloat32.
+std::unique_ptr<Kernel> via_float32(const KernelCtx& k,
+                                    std::vector<TensorType> (*infer)(const NodeCtx&),
+                                    std::unique_ptr<Kernel> (*make)(const KernelCtx&)) {
+  OpDef d;
+  d.name = k.node.op();
+  d.infer = infer;
+  d.make = make;
+  return make_kernel(d, k);
+}
+
+// bfloat16: oneDNN's forward, the one implementation, reported as the
+// kernel's choice (bench --profile shows which ISA runs it).
+std::unique_ptr<Kernel> bf16_fwd(const ConvGeom& g, const ConvLayouts& l, bool bias, bool relu) {
+  auto kern = std::make_unique<ConvFwdKernel>(g, l, bias, relu);
+  const std::string key =
+      "conv_fwd bf16 " + geom_key(g) + (bias ? " +bias" : "") + (relu ? " +relu" : "");
+  KernelChoice c = only_choice(key, "onednn " + kern->impl());
+  return std::make_unique<ChosenKernel>(std::move(kern), std::move(c));
+}
+
 template <bool Relu>
 std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
-  if (k.node.attr_bool("transposed")) return conv_transpose::make_fwd(k);
+  const DType dt = k.node.input(0).dtype;
+  if (k.node.attr_bool("transposed"))
+    return dt == DType::BF16 ? via_float32(k, infer_conv, make_conv<Relu>)
+                             : conv_transpose::make_fwd(k);
   try {
-    if (k.node.input(0).dtype == DType::F64)
+    if (dt == DType::F64)
       return std::make_unique<Conv64FwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2), Relu,
                                                k.threads);
     ConvLayouts l;
     l.src = port_layout(k.node, false, 0, k.node.input(0));
     l.dst = port_layout(k.node, true, 0, k.outputs[0]);
+    l.dt = dnnl_type(dt);
     const ConvGeom g = conv_geom(k.node, 0, 1);
     const bool bias = k.node.has_input(2);
+    if (dt == DType::BF16) return bf16_fwd(g, l, bias, Relu);
     if (l.src == l.dst && winograd_suits(g, l.src) && winograd_worth_timing(g))
       return choose_fwd(k, g, l, bias, Relu);
     return std::make_unique<ConvFwdKernel>(g, l, bias, Relu);
@@ -601,7 +665,7 @@ class ConvBwdKernel : public Kernel {
  public:
   ConvBwdKernel(const ConvGeom& g, const ConvLayouts& l, bool want_in, bool want_w, bool want_b,
                 bool relu_mask)
-      : relu_mask_(relu_mask) {
+      : relu_mask_(relu_mask), bf16_(l.dt == dt_bf16) {
     if (relu_mask) {
       n_in_ = g.N * g.C * g.H * g.W;
       mask_.assign((n_in_ + 63) / 64, 0);
@@ -622,6 +686,7 @@ class ConvBwdKernel : public Kernel {
       data_.bind(DNNL_ARG_WEIGHTS, wei_.inner);
       data_.bind(DNNL_ARG_DIFF_SRC, dsrc_.inner);
       bind_scratchpad(data_, pd.scratchpad_desc());
+      data_impl_ = pd.impl_info_str();
     }
     if (want_w || want_b) {
       using BW = dnnl::convolution_backward_weights;
@@ -647,11 +712,17 @@ class ConvBwdKernel : public Kernel {
       // When only grad_bias is read, grad_weight still needs somewhere to go.
       if (!dwei_.reorder) spare_w_ = owned_memory(m.wei);
       bind_scratchpad(wgt_, pd.scratchpad_desc());
+      weight_impl_ = pd.impl_info_str();
     }
     has_data_ = want_in;
     has_wgt_ = want_w || want_b;
     has_bias_ = want_b;
   }
+
+  // The oneDNN implementations of the input and weight gradients (empty
+  // where that part is not computed).
+  const std::string& data_impl() const { return data_impl_; }
+  const std::string& weight_impl() const { return weight_impl_; }
 
   void run(const Tensor* in, Tensor* out) override {
     bool do_data = has_data_ && out[0].data;
@@ -676,38 +747,43 @@ class ConvBwdKernel : public Kernel {
       if (out[1].data) dwei_.sync();
     }
     if (do_data) {
-      if (relu_mask_) save_mask(in[1].as<float>());
+      if (relu_mask_ && bf16_) save_mask(in[1].as<uint16_t>());
+      if (relu_mask_ && !bf16_) save_mask(in[1].as<float>());
       wei_.set(in[2].data);
       wei_.sync();
       dsrc_.set(out[0].data);
       data_.exec();
       dsrc_.sync();
-      if (relu_mask_) apply_mask(out[0].as<float>());
+      if (relu_mask_ && bf16_) apply_mask(out[0].as<uint16_t>());
+      if (relu_mask_ && !bf16_) apply_mask(out[0].as<float>());
     }
   }
 
  private:
   // Bit i: x[i] passes the relu backward, i.e. !(x[i] <= 0) (NaN passes).
-  void save_mask(const float* x) {
+  template <class T>
+  void save_mask(const T* x) {
     const int64_t words = static_cast<int64_t>(mask_.size());
     parallel_for(words, words > 256, [&](int64_t w) {
       uint64_t bits = 0;
       const int64_t lo = w * 64, n = std::min<int64_t>(64, n_in_ - lo);
-      for (int64_t b = 0; b < n; ++b) bits |= static_cast<uint64_t>(!(x[lo + b] <= 0.f)) << b;
+      for (int64_t b = 0; b < n; ++b) bits |= static_cast<uint64_t>(passes_relu(x[lo + b])) << b;
       mask_[w] = bits;
     });
   }
-  void apply_mask(float* d) const {
+  template <class T>
+  void apply_mask(T* d) const {
     const int64_t words = static_cast<int64_t>(mask_.size());
     parallel_for(words, words > 256, [&](int64_t w) {
       const uint64_t bits = mask_[w];
       const int64_t lo = w * 64, n = std::min<int64_t>(64, n_in_ - lo);
-      for (int64_t b = 0; b < n; ++b) d[lo + b] = (bits >> b) & 1 ? d[lo + b] : 0.f;
+      for (int64_t b = 0; b < n; ++b) d[lo + b] = (bits >> b) & 1 ? d[lo + b] : T(0);  // +0
     });
   }
 
   bool has_data_ = false, has_wgt_ = false, has_bias_ = false, share_dd_ = false;
-  bool relu_mask_ = false;
+  bool relu_mask_ = false, bf16_ = false;
+  std::string data_impl_, weight_impl_;
   int64_t n_in_ = 0;
   std::vector<uint64_t> mask_;  // relu_mask: one bit per input element
   DnnlPort dd_data_, wei_, dsrc_;       // backward data
@@ -804,19 +880,39 @@ std::unique_ptr<Kernel> choose_bwd(const KernelCtx& k, const ConvGeom& g, const 
   return std::make_unique<ChosenKernel>(std::move(pick), std::move(choices));
 }
 
+// bfloat16: oneDNN's backward, one kernel for the parts output_mask asks
+// for, each part's implementation reported as a choice.
+std::unique_ptr<Kernel> bf16_bwd(const ConvGeom& g, const ConvLayouts& l,
+                                 const std::vector<bool>& m, bool relu) {
+  auto kern = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
+  std::vector<KernelChoice> choices;
+  if (m[0])
+    choices.push_back(only_choice("conv_dgrad bf16 " + geom_key(g) + (relu ? " +relu_mask" : ""),
+                                  "onednn " + kern->data_impl()));
+  if (m[1] || m[2])
+    choices.push_back(only_choice("conv_wgrad bf16 " + geom_key(g) + (m[2] ? " +bias" : ""),
+                                  "onednn " + kern->weight_impl()));
+  return std::make_unique<ChosenKernel>(std::move(kern), std::move(choices));
+}
+
 template <bool RELU>
 std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
-  if (k.node.attr_bool("transposed")) return conv_transpose::make_bwd(k);
+  const DType dt = k.node.input(1).dtype;
+  if (k.node.attr_bool("transposed"))
+    return dt == DType::BF16 ? via_float32(k, infer_conv_bwd, make_conv_bwd<RELU>)
+                             : conv_transpose::make_bwd(k);
   std::vector<bool> m = conv_output_mask(k.node);
   try {
-    if (k.node.input(1).dtype == DType::F64)
+    if (dt == DType::F64)
       return std::make_unique<Conv64BwdKernel>(conv_geom(k.node, 1, 2), m[0], m[1], m[2], RELU,
                                                k.threads);
     ConvLayouts l;
     l.dst = port_layout(k.node, false, 0, k.node.input(0));
     l.src = port_layout(k.node, false, 1, k.node.input(1));
     l.dsrc = port_layout(k.node, true, 0, k.node.input(1));
+    l.dt = dnnl_type(dt);
     const ConvGeom g = conv_geom(k.node, 1, 2);
+    if (dt == DType::BF16) return bf16_bwd(g, l, m, RELU);
     if (m[1] && one_channel_wgrad_suits(g, l.dst)) {
       const LazyCandidate weight{"one_channel",
                                  [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }};
@@ -872,7 +968,8 @@ void register_conv_ops(OpRegistry& r) {
   relu_bwd_layouts.same = {{in_port(1), out_port(0)}};
   OpDef conv{opname::convolution,
              "1-D or 2-D convolution, float32 (oneDNN, or Winograd F(2x2,3x3) for blocked 3x3 "
-             "stride-1 where it measures faster) or float64 (im2col + GEMM) NCL/NCHW input, "
+             "stride-1 where it measures faster), bfloat16 (oneDNN) or float64 (im2col + GEMM) "
+             "NCL/NCHW input, "
              "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
              "(float32 on oneDNN deconvolution, float64 on im2col + GEMM; weight (C_in, C_out/groups, "
              "k...), output_padding) "
@@ -882,6 +979,7 @@ void register_conv_ops(OpRegistry& r) {
   conv.layouts = fwd_layouts;
   conv.fuse_role = FuseRole::Conv;
   conv.relu_fused = "trainstep.conv2d_relu";
+  conv.bf16 = Bf16::Native;
   r.add(std::move(conv));
   OpDef conv_relu{"trainstep.conv2d_relu",
                   "relu(convolution) in one kernel (oneDNN's eltwise_relu post-op, or the "
@@ -890,11 +988,13 @@ void register_conv_ops(OpRegistry& r) {
                   "fuse_conv_relu pass)",
                   infer_conv, make_conv<true>};
   conv_relu.layouts = fwd_layouts;
+  conv_relu.bf16 = Bf16::Native;
   r.add(std::move(conv_relu));
   OpDef bwd{opname::convolution_backward,
             "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
             "float32 (oneDNN; a blocked 3x3 stride-1 input gradient may run as Winograd "
-            "F(2x2,3x3) where it measures faster) or float64 (im2col + GEMM); transposed=true: "
+            "F(2x2,3x3) where it measures faster), bfloat16 (oneDNN) or float64 (im2col + GEMM); "
+            "transposed=true: "
             "float32 on oneDNN "
             "deconvolution, float64 on im2col + GEMM, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
             "may be channel-blocked (plan_layouts)",
@@ -906,6 +1006,7 @@ void register_conv_ops(OpRegistry& r) {
   };
   bwd.fuse_role = FuseRole::ConvBackward;
   bwd.relu_fused = "trainstep.conv_backward_relu";
+  bwd.bf16 = Bf16::Native;
   r.add(std::move(bwd));
   OpDef relu_bwd{"trainstep.conv_backward_relu",
                  "aten.convolution_backward whose grad_input is also masked by the relu that "
@@ -914,6 +1015,7 @@ void register_conv_ops(OpRegistry& r) {
                  infer_conv_bwd_relu, make_conv_bwd<true>};
   relu_bwd.overwrites_input = 1;
   relu_bwd.layouts = relu_bwd_layouts;
+  relu_bwd.bf16 = Bf16::Native;
   r.add(std::move(relu_bwd));
 }
 

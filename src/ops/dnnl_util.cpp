@@ -22,6 +22,12 @@ dnnl::stream& cpu_stream() {
 
 dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
 
+dnnl::memory::data_type dnnl_type(DType t) {
+  if (t == DType::BF16) return dnnl::memory::data_type::bf16;
+  if (t == DType::F32) return dnnl::memory::data_type::f32;
+  fail(std::string("oneDNN kernels take float32 or bfloat16, not ") + dtype_name(t));
+}
+
 void DnnlStep::bind(int arg, const dnnl::memory& m) {
   mems.push_back(m);
   args.push_back({arg, m.get()});

@@ -15,6 +15,10 @@ dnnl::stream& cpu_stream();  // per thread; in-order, so execution is synchronou
 
 dnnl::memory::dims to_dims(const Shape& s);
 
+// oneDNN's element type for a float32 or bfloat16 tensor, the dtypes the
+// oneDNN kernels take (float64 runs elsewhere).
+dnnl::memory::data_type dnnl_type(DType t);
+
 // A primitive plus its arguments, bound once. The memory objects are held
 // here so their raw handles in `args` stay valid.
 struct DnnlStep {

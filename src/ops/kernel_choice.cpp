@@ -202,6 +202,7 @@ Entry measure(const std::vector<KernelCandidate>& c) {
 std::string KernelChoice::describe() const {
   std::string s = names.at(pick);
   if (from == From::Forced) return s + " (forced by " + kEnv + ")";
+  if (from == From::Only) return s + " (the only candidate)";
   s += " (";
   for (size_t i = 0; i < names.size(); ++i) {
     char t[64];
@@ -209,6 +210,14 @@ std::string KernelChoice::describe() const {
     s += t;
   }
   return s + (from == From::Cache ? "; cached)" : ")");
+}
+
+KernelChoice only_choice(const std::string& key, const std::string& name) {
+  KernelChoice c;
+  c.key = key;
+  c.names = {name};
+  c.from = KernelChoice::From::Only;
+  return c;
 }
 
 std::string kernel_choice_cache_path() {

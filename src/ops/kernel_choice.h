@@ -34,9 +34,15 @@ struct KernelChoice {
   std::vector<std::string> names;
   std::vector<double> us;  // per candidate, microseconds per call; empty when forced
   int pick = 0;
-  enum class From { Measured, Cache, Forced } from = From::Measured;
+  // Only: one implementation, nothing measured (a bfloat16 oneDNN
+  // primitive); its name says which, for bench --profile.
+  enum class From { Measured, Cache, Forced, Only } from = From::Measured;
   std::string describe() const;  // "small_k (onednn 241.6 us, small_k 156.6 us; cached)"
 };
+
+// The choice of a kernel that had no alternative: `name` (e.g. "onednn
+// brg:avx512_core_amx_bf16") computes `key`.
+KernelChoice only_choice(const std::string& key, const std::string& name);
 
 // Picks among candidates (at least one; the first is the default, which
 // keeps its place unless another is at least 3 % faster). `key` names the

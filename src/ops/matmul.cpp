@@ -10,6 +10,10 @@
 // library is there) and, with a small inner dimension, SmallGemm
 // (gemm_small.h); which runs is measured when the kernel is built
 // (kernel_choice.h), per shape, and cached.
+// bfloat16 runs on oneDNN's bf16 matmul only (AMX or AVX512_BF16 where the
+// CPU has them): bf16 operands, float32 accumulation, the result (addmm's
+// beta*self + alpha*product included) rounded once to bf16, as torch's CPU
+// kernels do. Its kernel reports the oneDNN implementation as its choice.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -22,6 +26,7 @@
 #include "ops/op.h"
 #include "ops/openblas.h"
 #include "ops/matmul.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 namespace {
@@ -84,9 +89,11 @@ class MatmulKernel : public Kernel {
   // (broadcast to the output) and alpha/beta are set.
   // a and b are the logical (B?,M,K) and (B?,K,N) shapes; ta/tb: that
   // operand is stored with its last two dims swapped, (B?,K,M) or (B?,N,K).
+  // dt: the operands' and result's type (f32 or bf16).
   MatmulKernel(const Shape& a, const Shape& b, const Shape& c, int ia, int ib, const Shape* bias,
-               float alpha, float beta, bool ta = false, bool tb = false)
-      : ia_(ia), ib_(ib), beta_(bias ? beta : 0.f) {
+               float alpha, float beta, bool ta = false, bool tb = false,
+               memory::data_type dt = memory::data_type::f32)
+      : ia_(ia), ib_(ib), beta_(bias ? beta : 0.f), bf16_(dt == memory::data_type::bf16) {
     rows_ = c[0];
     cols_ = c[1];
     if (bias) bias_shape_ = *bias;
@@ -101,7 +108,7 @@ class MatmulKernel : public Kernel {
     auto md = [&](const Shape& s, bool t = false) {
       // A transposed operand is stored with its last two dims swapped.
       const auto tt = a.size() == 3 ? tag::acb : tag::ba;
-      return memory::desc(to_dims(s), memory::data_type::f32, t ? tt : tg);
+      return memory::desc(to_dims(s), dt, t ? tt : tg);
     };
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
@@ -120,22 +127,30 @@ class MatmulKernel : public Kernel {
     step_.bind(DNNL_ARG_WEIGHTS, b_);
     step_.bind(DNNL_ARG_DST, c_);
     bind_scratchpad(step_, pd.scratchpad_desc());
+    impl_ = pd.impl_info_str();
   }
+
+  // The oneDNN implementation that runs ("brg:avx512_core_amx_bf16"); empty
+  // when an operand is empty.
+  const std::string& impl() const { return impl_; }
 
   void run(const Tensor* in, Tensor* out) override {
     if (!out[0].data) return;
     if (empty_) {
-      float* c = out[0].as<float>();
-      const int64_t n = out[0].numel();
-      if (beta_ == 0.f) {
-        std::fill(c, c + n, 0.f);
-        return;
-      }
-      fill_bias(bias_shape_, in[0].as<float>(), c, rows_, cols_);
-      for (int64_t i = 0; i < n; ++i) c[i] *= beta_;
+      if (bf16_)
+        run_empty<uint16_t>(in, out);
+      else
+        run_empty<float>(in, out);
       return;
     }
-    if (beta_ != 0.f) fill_bias(bias_shape_, in[0].as<float>(), out[0].as<float>(), rows_, cols_);
+    // The sum post-op adds beta * (self broadcast) in float32 before the
+    // one rounding: the bias is copied in bytes (bf16 is exact).
+    if (beta_ != 0.f) {
+      if (bf16_)
+        fill_bias(bias_shape_, in[0].as<uint16_t>(), out[0].as<uint16_t>(), rows_, cols_);
+      else
+        fill_bias(bias_shape_, in[0].as<float>(), out[0].as<float>(), rows_, cols_);
+    }
     a_.set_data_handle(in[ia_].data);
     b_.set_data_handle(in[ib_].data);
     c_.set_data_handle(out[0].data);
@@ -143,8 +158,25 @@ class MatmulKernel : public Kernel {
   }
 
  private:
+  // K == 0: the product is zeros, so the result is beta * self or zeros.
+  template <class T>
+  void run_empty(const Tensor* in, Tensor* out) const {
+    T* c = out[0].as<T>();
+    const int64_t n = out[0].numel();
+    if (beta_ == 0.f) {
+      std::fill(c, c + n, T(0));  // +0 in both types
+      return;
+    }
+    fill_bias(bias_shape_, in[0].as<T>(), c, rows_, cols_);
+    for (int64_t i = 0; i < n; ++i) c[i] = scaled(c[i]);
+  }
+  float scaled(float v) const { return v * beta_; }
+  uint16_t scaled(uint16_t v) const { return float_to_bf16(bf16_to_float(v) * beta_); }
+
   int ia_, ib_;
   float beta_;
+  bool bf16_;
+  std::string impl_;
   bool empty_ = false;  // an operand has no elements: no primitive
   Shape bias_shape_;
   int64_t rows_ = 0, cols_ = 0;
@@ -181,6 +213,22 @@ class EngineKernel : public Kernel {
   Gemm gemm_;
 };
 
+// bfloat16: oneDNN's matmul, the one implementation, reported as the
+// kernel's choice so bench --profile shows which ISA it runs on.
+std::unique_ptr<Kernel> make_bf16(const Shape& a, const Shape& b, const Shape& c, int ia, int ib,
+                                  const Shape* bias, double alpha, double beta, bool ta, bool tb) {
+  auto kern = std::make_unique<MatmulKernel>(a, b, c, ia, ib, bias, float(alpha), float(beta), ta,
+                                             tb, memory::data_type::bf16);
+  const size_t r = c.size();
+  std::string key = "gemm bf16 " + (r == 3 ? "b=" + std::to_string(c[0]) + " " : std::string()) +
+                    "m=" + std::to_string(c[r - 2]) + " n=" + std::to_string(c[r - 1]) +
+                    " k=" + std::to_string(a[r - 1]) + (ta ? " a^T" : "") + (tb ? " b^T" : "");
+  if (bias && beta != 0) key += " +beta*C";
+  if (alpha != 1) key += " *alpha";
+  KernelChoice choice = only_choice(key, "onednn " + (kern->impl().empty() ? "none (empty)" : kern->impl()));
+  return std::make_unique<ChosenKernel>(std::move(kern), std::move(choice));
+}
+
 // The kernel for the node's dtype (input ia's; verify checked both agree).
 // A float32 rank-2 product has several: oneDNN, SmallGemm where K (or M) is
 // small, OpenBLAS where the library is there and the step runs one thread
@@ -189,6 +237,7 @@ class EngineKernel : public Kernel {
 std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Shape& b,
                                     const Shape& c, int ia, int ib, const Shape* bias,
                                     double alpha, double beta, bool ta = false, bool tb = false) {
+  if (k.node.input(ia).dtype == DType::BF16) return make_bf16(a, b, c, ia, ib, bias, alpha, beta, ta, tb);
   if (k.node.input(ia).dtype == DType::F64)
     return std::make_unique<EngineKernel<double, Gemm64>>(
         c, ia, ib, bias, alpha, beta, c.size() == 3 ? c[0] : 1, a[a.size() - 2], c[c.size() - 1],
@@ -318,27 +367,34 @@ std::unique_ptr<Kernel> make_trans_mm(const KernelCtx& k) {
 
 void register_matmul_ops(OpRegistry& r) {
   OpDef mm{opname::mm,
-           "Matrix product of float32 (oneDNN, or SmallGemm where it measures faster) or float64 "
-           "(M,K) @ (K,N) -> (M,N)", infer_mm,
+           "Matrix product of float32 (oneDNN, or SmallGemm where it measures faster), bfloat16 "
+           "(oneDNN) or float64 (M,K) @ (K,N) -> (M,N)", infer_mm,
            make_mm};
   mm.fuse_role = FuseRole::MatMul;
+  mm.bf16 = Bf16::Native;
   r.add(std::move(mm));
   OpDef bmm{opname::bmm,
-            "Batched matrix product of float32 (oneDNN) or float64 (B,M,K) @ (B,K,N) -> (B,M,N)",
+            "Batched matrix product of float32 or bfloat16 (oneDNN) or float64 (B,M,K) @ (B,K,N) "
+            "-> (B,M,N)",
             infer_bmm, make_mm};
   bmm.fuse_role = FuseRole::BatchMatMul;
+  bmm.bf16 = Bf16::Native;
   r.add(std::move(bmm));
-  r.add({opname::addmm,
-         "beta*self + alpha*(mat1 @ mat2), float32 (oneDNN) or float64; self broadcastable to "
-         "(M,N); self is ignored when beta=0",
-         infer_addmm, make_addmm});
+  OpDef addmm{opname::addmm,
+              "beta*self + alpha*(mat1 @ mat2), float32 (oneDNN), bfloat16 (oneDNN) or float64; "
+              "self broadcastable to (M,N); self is ignored when beta=0",
+              infer_addmm, make_addmm};
+  addmm.bf16 = Bf16::Native;
+  r.add(std::move(addmm));
   OpDef matmul{"trainstep.matmul",
-               "op(a) @ op(b) for float32 (oneDNN, or SmallGemm where it measures faster) or float64 "
+               "op(a) @ op(b) for float32 (oneDNN, or SmallGemm where it measures faster), bfloat16 "
+               "(oneDNN) or float64 "
                "a, b both rank 2 or both rank 3 (batched), op = transpose of the last two dims when "
                "attr trans_a / trans_b; reads transposed operands in place (made by the "
                "fold_transpose and merge_summed_products passes)",
                infer_trans_mm, make_trans_mm};
   matmul.fuse_role = FuseRole::MatMulT;
+  matmul.bf16 = Bf16::Native;
   r.add(std::move(matmul));
 }
 
