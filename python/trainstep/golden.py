@@ -81,7 +81,13 @@ def _jitter(t, gen, roundings=1.0, compute=None):
     if not t.is_floating_point() or t.numel() == 0:
         return t
     eps = torch.finfo(compute or t.dtype).eps * roundings
-    return t + eps * t.detach().abs().max() * torch.randn(t.shape, generator=gen, dtype=t.dtype)
+    noise = torch.randn(t.shape, generator=gen, dtype=t.dtype)
+    if compute is not None:
+        # bfloat16 rounds each element at its own magnitude: noise relative
+        # to the element (at the largest one, it would swamp small gradients
+        # and then any optimizer that normalises by them).
+        return t + eps * t.detach().abs() * noise
+    return t + eps * t.detach().abs().max() * noise
 
 
 def _fan_in(p):
@@ -125,11 +131,11 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
                 # about sqrt(K) roundings, so the forward's pre-activations
                 # (and which side of a ReLU kink they land on) move about
                 # as far as a reimplementation's do.
-                # Under autocast the products run on bfloat16 copies of
-                # the weights, whose one rounding dominates (and a float32
-                # order's noise would round away): one bfloat16 rounding.
-                roundings = 1.0 if compute is not None else math.sqrt(_fan_in(p))
-                p.copy_(_jitter(p, gen, roundings, compute))
+                # Under autocast this float32 noise flips some of the
+                # bfloat16 copies' roundings by an ulp, as a product summed
+                # in another order rounds an output an ulp apart now and
+                # then: the same model serves.
+                p.copy_(_jitter(p, gen, math.sqrt(_fan_in(p))))
     opt_params = [p for g in opt.param_groups for p in g["params"]]
     step0 = int(parts.opt_state[ts_optim.STEP])
     init = _state(parts, model, opt, step0)

@@ -104,11 +104,19 @@ void fuse_elementwise(Function& f) {
     groups[g0].push_back(i);
   }
 
-  // Rewrite each group of two or more into one node at its last member.
+  // Rewrite each group of two or more into one node at its last member. A
+  // lone node that touches bfloat16 is rewritten too: the fused kernel
+  // converts tile by tile in cache, where its own kernel would run the
+  // float32 twin between whole-tensor conversions.
+  auto touches_bf16 = [&](const Node& n) {
+    for (int v : n.inputs)
+      if (f.value_types[v].dtype == DType::BF16) return true;
+    return f.value_types[n.outputs[0]].dtype == DType::BF16;
+  };
   std::vector<int> folded;  // constant nodes folded into some group
   for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
     std::vector<int> mem = groups[g];
-    if (mem.size() < 2) continue;
+    if (mem.empty() || (mem.size() < 2 && !touches_bf16(f.nodes[mem[0]]))) continue;
     std::sort(mem.begin(), mem.end());
     json members = json::array();
     std::map<int, int> member_of;  // value -> member index

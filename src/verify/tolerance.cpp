@@ -61,7 +61,8 @@ std::string Tolerance::describe() const {
     // Under autocast the noise is bfloat16's rounding, one on each.
     const std::string noise = compute_.empty()
                                   ? "one rounding on gradients, sqrt(fan-in) on parameters"
-                                  : "one " + compute_ + " rounding on gradients and on parameters";
+                                  : "one " + compute_ + " rounding on each gradient element, "
+                                    "sqrt(fan-in) float32 ones on parameters";
     std::snprintf(line, sizeof line,
                   "tolerance per value: max(floor, %g x eager's own spread), calibrated at "
                   "export (%d round(s) of noise: %s); floor %s; --tol overrides",
