@@ -114,6 +114,31 @@ def _casts():
     return out
 
 
+# Python numbers stored into bfloat16 (fills, pad and scatter values, masked
+# fill, wrapped constants): double -> float32 -> bfloat16, ties to even.
+TIE_UP = 1 + 3 * 2 ** -8      # between 1 + 2^-7 (odd) and 1 + 2^-6 -> up
+TIE_DOWN = -(1 + 2 ** -8)     # between -1 (even) and -(1 + 2^-7) -> -1
+TWICE = 1 + 2 ** -8 + 2 ** -30  # float32 rounds it to a tie -> 1.0
+
+
+def _scalars():
+    out = []
+    # (3.4e38, past bfloat16's range, torch refuses: "cannot be converted")
+    for v in (TIE_UP, TIE_DOWN, TWICE, 0.1, 3.0e38):
+        out += [op_case("aten.full.default", size=[2, 3], fill_value=v, dtype=BF),
+                op_case("aten.masked_fill.Scalar", In((2, 3), BF), In((2, 3), B), value=v)]
+    out += [op_case("aten.scalar_tensor.default", s=TIE_UP, dtype=BF),
+            op_case("aten.full_like.default", In((2, 3), BF), fill_value=TIE_DOWN, dtype=None),
+            op_case("aten.new_full.default", In((2,), BF), size=[3], fill_value=TIE_UP, dtype=None),
+            op_case("aten.constant_pad_nd.default", In((3, 4), BF), pad=[1, 2, 0, 1], value=TIE_UP),
+            op_case("aten.scatter.value", In((4, 5), BF), torch.tensor([[0, 1, 2, 3, 4]] * 2), dim=1,
+                    value=TIE_DOWN),
+            # 1.13 rounds the number to bfloat16 first, 2.x (and ours) does not: 1 ulp
+            op_case("aten.mul.Tensor", In((3, 4), BF), Scalar(TIE_UP), ulp=1),
+            op_case("aten.add.Tensor", In((3, 4), BF, kind="values", values=[0.0] * 12), Scalar(TIE_UP))]
+    return out
+
+
 def _binary():
     out = []
     for op in ("aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor",
@@ -370,5 +395,5 @@ def _shapes():
 
 
 def cases():
-    return (_casts() + _binary() + _compare() + _unary() + _select() + _reductions() + _softmax() +
+    return (_casts() + _scalars() + _binary() + _compare() + _unary() + _select() + _reductions() + _softmax() +
             _matmuls() + _convs() + _pools() + _norms() + _shapes())
