@@ -83,7 +83,7 @@ def test_op_matches_torch(op, oracle):
                 if need not in m["ops"]:
                     problems.append(f"{c.name} [{mode}]: no {need} after the passes: {m['ops']}")
             for k, want in enumerate(expected[c.name]):
-                bad = harness.close(tensors[f"{c.name}/{mode}/{k}"], want, c.tol)
+                bad = harness.close(tensors[f"{c.name}/{mode}/{k}"], want, c.tol, c.ulp, c.ulp_scale)
                 if bad:
                     problems.append(f"{c.name} [{mode}] output {k}: {bad}")
     assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])

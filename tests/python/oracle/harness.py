@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("plain", "opt")
 
 # Default (rtol, atol) by output dtype; ints and bools compare exactly.
+# bfloat16 outputs compare bitwise unless the case allows ulps (close_bf16).
 DEFAULT_TOL = {torch.float32: (1e-6, 1e-6), torch.float64: (1e-12, 1e-12)}
 
 
@@ -53,8 +54,11 @@ class In:
         kind = self.kind or ("bool" if self.dtype == "bool" else
                              "normal" if dt.is_floating_point else "int")
         shape = tuple(self.shape)
+        # bfloat16 inputs are drawn in float32 and rounded by torch, so each
+        # value is bfloat16-exact and both sides read the same bits.
+        via = torch.float32 if dt == torch.bfloat16 else dt
         if kind == "values":
-            return torch.tensor(self.values, dtype=dt).reshape(shape)
+            return torch.tensor(self.values, dtype=via).to(dt).reshape(shape)
         if kind == "normal":
             a = rng.standard_normal(shape)
         elif kind == "uniform":
@@ -72,7 +76,7 @@ class In:
             a = np.where(mask, rng.choice(pool, shape), a)
         else:
             raise ValueError(f"unknown input kind {kind!r}")
-        return torch.from_numpy(np.asarray(a)).to(dt).reshape(shape)
+        return torch.from_numpy(np.asarray(a)).to(via).to(dt).reshape(shape)
 
 
 @dataclass
@@ -102,8 +106,14 @@ class Program:
 class Case:
     op: str                      # the op under test (counted for coverage)
     program: Program
-    tol: Optional[tuple] = None  # (rtol, atol) for float outputs
+    tol: Optional[tuple] = None  # (rtol, atol) for float32/float64 outputs
     ref: Optional[Callable] = None  # torch reference: f(*inputs) -> tensor(s); default: run nodes
+    # bfloat16 outputs: bitwise unless one of these (or tol) is given; then
+    # an element passes within `ulp` bfloat16 steps of torch's, or within
+    # `ulp_scale` ulps of the output's largest finite magnitude, or within
+    # tol (README.md, "bfloat16").
+    ulp: int = 0
+    ulp_scale: float = 0
     expect_ops: dict = field(default_factory=dict)  # mode -> ops that must appear after passes
     name: str = ""
     source: str = ""             # the cases_*.py file
@@ -126,16 +136,17 @@ class Neg:
 
 # ---------------------------------------------------------------- sugar
 
-def op_case(op, *inputs, tol=None, ref=None, expect_ops=None, **attrs):
+def op_case(op, *inputs, tol=None, ref=None, expect_ops=None, ulp=0, ulp_scale=0, **attrs):
     """One node applying `op` to inputs (In, tensors, Scalar or None)."""
-    return Case(op, _one_node(op, inputs, attrs), tol=tol, ref=ref, expect_ops=expect_ops or {})
+    return Case(op, _one_node(op, inputs, attrs), tol=tol, ref=ref, expect_ops=expect_ops or {},
+                ulp=ulp, ulp_scale=ulp_scale)
 
 
 def neg_case(op, *inputs, error, unsupported="", types=None, **attrs):
     return Neg(op, _one_node(op, inputs, attrs), error, unsupported, types)
 
 
-def viewed(view_op, view_attrs, op, *inputs, which=0, tol=None, **attrs):
+def viewed(view_op, view_attrs, op, *inputs, which=0, tol=None, ulp=0, ulp_scale=0, **attrs):
     """op applied to a view of input `which`: torch runs the op on the
     strided view, our program on the view op's dense copy."""
     prog = _one_node(op, inputs, attrs)
@@ -144,10 +155,10 @@ def viewed(view_op, view_attrs, op, *inputs, which=0, tol=None, **attrs):
     first = prog.nodes[0]
     first.inputs = ["n0" if r == name else r for r in first.inputs]
     prog.nodes = [view, Node(first.op, first.inputs, first.attrs)]
-    return Case(op, prog, tol=tol)
+    return Case(op, prog, tol=tol, ulp=ulp, ulp_scale=ulp_scale)
 
 
-def fused(op, *inputs, bool_out=False, tol=None, **attrs):
+def fused(op, *inputs, bool_out=False, tol=None, ulp=0, ulp_scale=0, **attrs):
     """op followed by one more pointwise node (neg; a cast to float32 for a
     bool result), so the fusion pass groups the two and the opt mode runs
     op's float32 tile form (OpDef::make_tile) instead of its kernel."""
@@ -157,7 +168,8 @@ def fused(op, *inputs, bool_out=False, tol=None, **attrs):
               Node("aten.abs.default" if op == "aten.neg.default" else "aten.neg.default", ["n0"]))
     prog.nodes.append(follow)
     prog.outputs = ["n0", "n1"]
-    return Case(op, prog, tol=tol, expect_ops={"opt": ["trainstep.fused_elementwise"]})
+    return Case(op, prog, tol=tol, expect_ops={"opt": ["trainstep.fused_elementwise"]},
+                ulp=ulp, ulp_scale=ulp_scale)
 
 
 def _one_node(op, inputs, attrs):
@@ -473,7 +485,9 @@ def build(case, rng):
 
 def collect():
     """Every Case and Neg of every cases_*.py module here, named
-    "<op>#<k>" / "<op>!<k>" in table order."""
+    "<op>#<k>" / "<op>!<k>" in table order. A module with a CASE_TAG (e.g.
+    "bf16.") numbers its cases apart: "<op>#bf16.<k>", so a module that
+    sorts before others does not renumber (and so reseed) their cases."""
     cases, negs = [], []
     pkg = os.path.basename(HERE)
     for m in sorted(pkgutil.iter_modules([HERE]), key=lambda m: m.name):
@@ -482,13 +496,14 @@ def collect():
         mod = importlib.import_module(f"{pkg}.{m.name}")
         for c in mod.cases():
             c.source = f"tests/python/oracle/{m.name}.py"
+            c.tag = getattr(mod, "CASE_TAG", "")
             (negs if isinstance(c, Neg) else cases).append(c)
     count = {}
     for c in cases + negs:
         mark = "!" if isinstance(c, Neg) else "#"
-        k = count.get((c.op, mark), 0)
-        count[(c.op, mark)] = k + 1
-        c.name = f"{c.op}{mark}{k}"
+        k = count.get((c.op, mark, c.tag), 0)
+        count[(c.op, mark, c.tag)] = k + 1
+        c.name = f"{c.op}{mark}{c.tag}{k}"
     return cases, negs
 
 
@@ -520,12 +535,65 @@ def run_cases(binary, case_path, out_path):
     return json.loads(meta["results"]), tensors
 
 
-def close(got, want, tol):
-    """None if equal within tol, else a one-line description."""
+def _bf16_steps(t):
+    """bfloat16 values as integers ordered like the values, one per
+    representable step (+0 and -0 both 0)."""
+    b = t.contiguous().view(torch.int16).to(torch.int64) & 0xFFFF
+    return torch.where(b >= 0x8000, -(b & 0x7FFF), b)
+
+
+def _bf16_ulp(x):
+    """The spacing of bfloat16 numbers at magnitude x (float64 tensor)."""
+    tiny = 2.0 ** -133  # the smallest subnormal step
+    e = torch.floor(torch.log2(torch.clamp(x.abs(), min=2.0 ** -126)))
+    return torch.clamp(torch.exp2(e - 7), min=tiny)
+
+
+def close_bf16(got, want, ulp=0, ulp_scale=0, tol=None):
+    """None if got matches want, else a one-line description. NaN matches
+    any NaN (torch's vector loops give 0xFFFF, its scalar path 0x7FC0);
+    otherwise the bits must be equal, unless ulp / ulp_scale / tol allow a
+    difference: within `ulp` representable steps of torch's value, within
+    ulp_scale * (bfloat16 ulp of the output's largest finite magnitude), or
+    within a case's explicit tol = (rtol, atol). Infinities must match
+    exactly either way."""
+    g, w = got.float().double().reshape(-1), want.float().double().reshape(-1)
+    gn, wn = torch.isnan(g), torch.isnan(w)
+    gb = got.contiguous().view(torch.int16).reshape(-1)
+    wb = want.contiguous().view(torch.int16).reshape(-1)
+    ok = (gn & wn) | (~gn & ~wn & (gb == wb))
+    finite = ~gn & ~wn & torch.isfinite(g) & torch.isfinite(w)
+    if ulp:
+        steps = (_bf16_steps(got).reshape(-1) - _bf16_steps(want).reshape(-1)).abs()
+        ok |= finite & (steps <= ulp)
+    if tol is not None:
+        rtol, atol = tol
+        ok |= finite & ((g - w).abs() <= atol + rtol * w.abs())
+    if ulp_scale:
+        wf = w[torch.isfinite(w)]
+        scale = float(wf.abs().max()) if wf.numel() else 0.0
+        bound = ulp_scale * float(_bf16_ulp(torch.tensor(scale, dtype=torch.float64)))
+        ok |= finite & ((g - w).abs() <= bound)
+    if ok.all():
+        return None
+    bad = ~ok
+    i = int(bad.nonzero()[0])
+    rule = ("bitwise" if not (ulp or ulp_scale or tol) else
+            f"ulp {ulp}, ulp_scale {ulp_scale}" + (f", tol {tol}" if tol else ""))
+    return (f"{int(bad.sum())} of {want.numel()} bfloat16 elements differ ({rule}); first at "
+            f"flat {i}: {g[i].item()!r} (0x{int(gb[i]) & 0xFFFF:04x}) vs torch {w[i].item()!r} "
+            f"(0x{int(wb[i]) & 0xFFFF:04x})")
+
+
+def close(got, want, tol, ulp=0, ulp_scale=0):
+    """None if equal within tol (bfloat16: ulp, ulp_scale), else a one-line
+    description."""
     if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape):
         return f"got {got.dtype}{list(got.shape)}, torch gives {want.dtype}{list(want.shape)}"
     if got.numel() == 0:
         return None
+    if want.dtype == torch.bfloat16:
+        return close_bf16(got, want, ulp, ulp_scale, tol)
     if not want.dtype.is_floating_point:
         bad = (got != want)
         if bad.any():
