@@ -26,6 +26,10 @@ from . import batch, capture, pytree, rng
 
 FACTOR = 10.0
 FLOOR = {"float32": 1e-4, "float64": 1e-9}
+# Under autocast no value is resolved finer than one bfloat16 rounding
+# (2^-8 relative): an output rounded an ulp apart moves the loss that much
+# even where eager's noise, which rounds away in the bfloat16 copies, did not.
+FLOOR_BF16 = {"float32": 2.0 ** -8, "float64": 2.0 ** -8}
 NOISE = ("grads", "params")  # one trial of each per round
 ROUNDS = 2
 # A value whose noisy runs go non-finite is chaotic: its check is then only
@@ -262,8 +266,9 @@ def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
             "lr": parts.opt.base_lr}
     if rounds > 0:
         spread = calibrate(parts, batches, seed, grads, obs, rounds)
-        meta["calibration"] = {"factor": FACTOR, "floor": FLOOR, "rounds": rounds,
-                               "noise": list(NOISE), "spread": spread}
-        if capture.autocast_dtype(parts.spec) is not None:
+        bf16 = capture.autocast_dtype(parts.spec) is not None
+        meta["calibration"] = {"factor": FACTOR, "floor": FLOOR_BF16 if bf16 else FLOOR,
+                               "rounds": rounds, "noise": list(NOISE), "spread": spread}
+        if bf16:
             meta["calibration"]["compute"] = "bfloat16"
     return meta, tensors

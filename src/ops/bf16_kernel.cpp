@@ -103,6 +103,10 @@ class ViaFloat32 : public Kernel {
 
 }  // namespace
 
+std::unique_ptr<Kernel> make_via_float32(const OpDef& def, const KernelCtx& ctx) {
+  return std::make_unique<ViaFloat32>(def, ctx);
+}
+
 std::unique_ptr<Kernel> make_kernel(const OpDef& def, const KernelCtx& ctx) {
   if (def.bf16 == Bf16::ViaFloat32 && touches_bf16(ctx)) return std::make_unique<ViaFloat32>(def, ctx);
   return def.make(ctx);

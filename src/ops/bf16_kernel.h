@@ -9,4 +9,9 @@ namespace ts {
 json float32_attrs(const json& attrs);
 TensorType float32_type(TensorType t);
 
+// The node's float32 twin between conversions (what make_kernel builds for
+// a ViaFloat32 op), for a Native op whose bfloat16 form cannot run here: a
+// transposed convolution, or a CPU where oneDNN has no bfloat16 products.
+std::unique_ptr<Kernel> make_via_float32(const OpDef& def, const KernelCtx& ctx);
+
 }  // namespace ts

@@ -32,6 +32,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/bf16_kernel.h"
 #include "ops/conv_transpose.h"
 #include "ops/conv_wgrad_c1.h"
 #include "ops/conv_winograd.h"
@@ -607,17 +608,14 @@ std::unique_ptr<Kernel> choose_fwd(const KernelCtx& k, const ConvGeom& g, const 
   return std::make_unique<ChosenKernel>(std::move(pick), std::move(r.choice));
 }
 
-// The ops here take bfloat16 natively (Bf16::Native), but a bf16 node
-// whose kernel takes float32 only (a transposed convolution) runs
-// make_kernel's float32 form of it: through an OpDef that says ViaFloat32.
-std::unique_ptr<Kernel> via_float32(const KernelCtx& k,
-                                    std::vector<TensorType> (*infer)(const NodeCtx&),
-                                    std::unique_ptr<Kernel> (*make)(const KernelCtx&)) {
-  OpDef d;
-  d.name = k.node.op();
-  d.infer = infer;
-  d.make = make;
-  return make_kernel(d, k);
+// A bfloat16 node whose oneDNN form cannot run (a transposed convolution,
+// or a CPU with no bfloat16 products) runs its float32 twin.
+bool bf16_via_float32(const KernelCtx& k, DType dt) {
+  return dt == DType::BF16 && (k.node.attr_bool("transposed") || !dnnl_bf16_available());
+}
+
+std::unique_ptr<Kernel> via_float32(const KernelCtx& k) {
+  return make_via_float32(*OpRegistry::get().find(k.node.op()), k);
 }
 
 // bfloat16: oneDNN's forward, the one implementation, reported as the
@@ -633,9 +631,8 @@ std::unique_ptr<Kernel> bf16_fwd(const ConvGeom& g, const ConvLayouts& l, bool b
 template <bool Relu>
 std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
   const DType dt = k.node.input(0).dtype;
-  if (k.node.attr_bool("transposed"))
-    return dt == DType::BF16 ? via_float32(k, infer_conv, make_conv<Relu>)
-                             : conv_transpose::make_fwd(k);
+  if (bf16_via_float32(k, dt)) return via_float32(k);
+  if (k.node.attr_bool("transposed")) return conv_transpose::make_fwd(k);
   try {
     if (dt == DType::F64)
       return std::make_unique<Conv64FwdKernel>(conv_geom(k.node, 0, 1), k.node.has_input(2), Relu,
@@ -898,9 +895,8 @@ std::unique_ptr<Kernel> bf16_bwd(const ConvGeom& g, const ConvLayouts& l,
 template <bool RELU>
 std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
   const DType dt = k.node.input(1).dtype;
-  if (k.node.attr_bool("transposed"))
-    return dt == DType::BF16 ? via_float32(k, infer_conv_bwd, make_conv_bwd<RELU>)
-                             : conv_transpose::make_bwd(k);
+  if (bf16_via_float32(k, dt)) return via_float32(k);
+  if (k.node.attr_bool("transposed")) return conv_transpose::make_bwd(k);
   std::vector<bool> m = conv_output_mask(k.node);
   try {
     if (dt == DType::F64)

@@ -10,6 +10,20 @@
 
 namespace ts {
 
+bool dnnl_bf16_available() {
+  static const bool ok = [] {
+    using dnnl::memory;
+    const memory::desc md({2, 2}, memory::data_type::bf16, memory::format_tag::ab);
+    try {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 dnnl::engine& cpu_engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;

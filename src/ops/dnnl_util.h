@@ -19,6 +19,11 @@ dnnl::memory::dims to_dims(const Shape& s);
 // oneDNN kernels take (float64 runs elsewhere).
 dnnl::memory::data_type dnnl_type(DType t);
 
+// Whether oneDNN has bfloat16 products on this CPU (AVX512_BF16, AMX, or
+// AVX-512's converting forms; oneDNN 2.6 has none below AVX-512, and
+// ONEDNN_MAX_CPU_ISA may forbid them). Asked once.
+bool dnnl_bf16_available();
+
 // A primitive plus its arguments, bound once. The memory objects are held
 // here so their raw handles in `args` stay valid.
 struct DnnlStep {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <string>
 
+#include "ops/bf16_kernel.h"
 #include "ops/dnnl_util.h"
 #include "ops/gemm64.h"
 #include "ops/gemm_small.h"
@@ -237,7 +238,11 @@ std::unique_ptr<Kernel> make_bf16(const Shape& a, const Shape& b, const Shape& c
 std::unique_ptr<Kernel> make_kernel(const KernelCtx& k, const Shape& a, const Shape& b,
                                     const Shape& c, int ia, int ib, const Shape* bias,
                                     double alpha, double beta, bool ta = false, bool tb = false) {
-  if (k.node.input(ia).dtype == DType::BF16) return make_bf16(a, b, c, ia, ib, bias, alpha, beta, ta, tb);
+  if (k.node.input(ia).dtype == DType::BF16) {
+    // No bfloat16 products in oneDNN on this CPU: the float32 twin.
+    if (!dnnl_bf16_available()) return make_via_float32(*OpRegistry::get().find(k.node.op()), k);
+    return make_bf16(a, b, c, ia, ib, bias, alpha, beta, ta, tb);
+  }
   if (k.node.input(ia).dtype == DType::F64)
     return std::make_unique<EngineKernel<double, Gemm64>>(
         c, ia, ib, bias, alpha, beta, c.size() == 3 ? c[0] : 1, a[a.size() - 2], c[c.size() - 1],

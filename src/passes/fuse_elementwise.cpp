@@ -114,9 +114,11 @@ void fuse_elementwise(Function& f) {
     return f.value_types[n.outputs[0]].dtype == DType::BF16;
   };
   std::vector<int> folded;  // constant nodes folded into some group
+  bool rewrote = false;
   for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
     std::vector<int> mem = groups[g];
     if (mem.empty() || (mem.size() < 2 && !touches_bf16(f.nodes[mem[0]]))) continue;
+    rewrote = true;
     std::sort(mem.begin(), mem.end());
     json members = json::array();
     std::map<int, int> member_of;  // value -> member index
@@ -172,9 +174,7 @@ void fuse_elementwise(Function& f) {
     for (int m : mem) f.nodes[m].dead = true;
     f.nodes[last] = std::move(fused);
   }
-  if (folded.empty() && std::all_of(groups.begin(), groups.end(),
-                                    [](const std::vector<int>& g) { return g.size() < 2; }))
-    return;
+  if (!rewrote) return;
   // Folded constants nobody reads any more go.
   const auto cons2 = consumers(f);
   for (int p : folded) {

@@ -190,3 +190,18 @@ def test_a_train_step_function_with_its_own_autocast_verifies(tmp_path):
     assert convs and all(n["types"][0]["dtype"] == "bfloat16" for n in convs)
     p = run("verify", out, check=False)
     assert p.stdout.strip().splitlines()[-1] == "verify: ok", p.stdout + p.stderr
+
+
+@pytest.mark.runtime
+def test_a_cpu_without_bfloat16_products_runs_them_as_float32(tmp_path):
+    """oneDNN 2.6 has no bfloat16 products below AVX-512 (an AVX2-only Zen 3):
+    there the products run their float32 twin between conversions, and the
+    step still verifies."""
+    out = _export(tmp_path, "mnist")
+    env = {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2"}
+    p = run("verify", out, env=env, check=False)
+    assert p.stdout.strip().splitlines()[-1] == "verify: ok", p.stdout + p.stderr
+    prof = run("bench", out, "--steps", 2, "--warmup", 1, "--threads", 1, "--profile", env=env).stdout
+    assert "gemm bf16" not in prof and "gemm m=" in prof, prof
+    native = run("bench", out, "--steps", 2, "--warmup", 1, "--threads", 1, "--profile").stdout
+    assert "gemm bf16" in native, native
