@@ -4,6 +4,8 @@
 // common 2x2/2 case) take a branch-free fast path with the same results.
 // float64 runs the general path (and its backward); the code pair that the
 // fuse_relu_backward pass makes is float32 only.
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "ops/op.h"
 #include "ops/parallel.h"
 #include "ops/pool.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 namespace {
@@ -84,8 +87,84 @@ std::vector<TensorType> infer_fwd(const NodeCtx& ctx) {
   return {{ctx.input(0).dtype, g.out_shape}, {DType::I64, g.out_shape}};
 }
 
+// bfloat16 runs plane by plane through float32 in the thread's scratch (a
+// plane fits in cache, where whole-tensor conversions would not): a max is
+// one of its inputs, and a gradient scattered into a plane sums in float32
+// and rounds once, as torch computes bfloat16 pooling.
+class Bf16PoolKernel : public Kernel {
+ public:
+  Bf16PoolKernel(const PoolGeom& g, bool backward, int threads, std::string where)
+      : g_(g), one_(g), backward_(backward), nthr_(threads > 0 ? threads : omp_get_max_threads()),
+        where_(std::move(where)),
+        scratch_(static_cast<size_t>(nthr_) * (g.H * g.W + g.OH * g.OW) * sizeof(float)) {
+    one_.planes = 1;
+    tiled_ = pool_detail::max_pool_tiles(one_);
+  }
+
+  void run(const Tensor* in, Tensor* out) override {
+    if (backward_) return run_bwd(in, out);
+    if (!out[0].data && !out[1].data) return;
+    const uint16_t* x = in[0].as<uint16_t>();
+    uint16_t* y = out[0].as<uint16_t>();
+    int64_t* idx = out[1].as<int64_t>();
+    const int64_t n_in = g_.H * g_.W, n_out = g_.OH * g_.OW;
+    for_planes([&](int64_t p, float* xs, float* ys) {
+      bf16_to_floats(x + p * n_in, xs, n_in);
+      int64_t* ip = idx ? idx + p * n_out : nullptr;
+      if (tiled_ && y)
+        pool_detail::max_pool_tiled(one_, xs, ys, ip);
+      else
+        pool_detail::max_pool_general(one_, xs, y ? ys : nullptr, ip);
+      if (y) floats_to_bf16(ys, y + p * n_out, n_out);
+    });
+  }
+
+ private:
+  void run_bwd(const Tensor* in, Tensor* out) {
+    uint16_t* gi = out[0].as<uint16_t>();
+    if (!gi) return;
+    const uint16_t* go = in[0].as<uint16_t>();
+    const int64_t* idx = in[2].as<int64_t>();
+    const int64_t n_in = g_.H * g_.W, n_out = g_.OH * g_.OW;
+    // Indices come from the graph: checked before the parallel loop.
+    for (int64_t o = 0; o < g_.planes * n_out; ++o)
+      if (idx[o] < 0 || idx[o] >= n_in)
+        fail(where_ + ": index " + std::to_string(idx[o]) + " is out of bounds for an input plane of " +
+             std::to_string(n_in) + " elements");
+    for_planes([&](int64_t p, float* acc, float* gs) {
+      std::fill_n(acc, n_in, 0.0f);
+      bf16_to_floats(go + p * n_out, gs, n_out);
+      const int64_t* ip = idx + p * n_out;
+      for (int64_t o = 0; o < n_out; ++o) acc[ip[o]] += gs[o];
+      floats_to_bf16(acc, gi + p * n_in, n_in);
+    });
+  }
+
+  // f(plane, input-plane floats, output-plane floats), planes split over
+  // the threads, each with its own scratch.
+  template <class F>
+  void for_planes(F&& f) {
+    const int64_t n_in = g_.H * g_.W, n_out = g_.OH * g_.OW;
+    const bool par = g_.planes > 1 && g_.planes * n_in > (1 << 15);  // below, a fork costs more
+    parallel_region(par, [&](int t, int nt) {
+      float* a = static_cast<float*>(scratch_.data()) + static_cast<int64_t>(t) * (n_in + n_out);
+      int64_t p0, p1;
+      split_range(g_.planes, t, nt, p0, p1);
+      for (int64_t p = p0; p < p1; ++p) f(p, a, a + n_in);
+    }, nthr_);
+  }
+
+  PoolGeom g_, one_;
+  bool backward_, tiled_ = false;
+  int nthr_;
+  std::string where_;
+  Buffer scratch_;
+};
+
 std::unique_ptr<Kernel> make_fwd(const KernelCtx& k) {
   PoolGeom g = max_pool_geom(k.node, k.node.input(0));
+  if (k.node.input(0).dtype == DType::BF16)
+    return std::make_unique<Bf16PoolKernel>(g, false, k.threads, "");
   if (k.node.input(0).dtype == DType::F64)
     return make_fn_kernel([g](const Tensor* in, Tensor* out) {
       if (!out[0].data && !out[1].data) return;
@@ -146,6 +225,9 @@ std::unique_ptr<Kernel> make_bwd_t(const KernelCtx& k) {
 }
 
 std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
+  if (k.node.input(1).dtype == DType::BF16)
+    return std::make_unique<Bf16PoolKernel>(max_pool_geom(k.node, k.node.input(1)), true, k.threads,
+                                            "node '" + k.node.node() + "' (" + k.node.op() + ")");
   return k.node.input(1).dtype == DType::F64 ? make_bwd_t<double>(k) : make_bwd_t<float>(k);
 }
 
@@ -764,8 +846,9 @@ void max_pool_tiled(const PoolGeom& g, const float* x, float* y, int64_t* idx) {
 
 void register_pool_ops(OpRegistry& r) {
   OpDef fwd{opname::max_pool2d,
-            "2-D max pooling over float32 or float64 (N,)C,H,W returning values and int64 flat "
-            "h*W+w indices as PyTorch; stride/padding/dilation/ceil_mode",
+            "2-D max pooling over float32, float64 or bfloat16 (plane by plane through float32) "
+            "(N,)C,H,W returning values and int64 flat h*W+w indices as PyTorch; "
+            "stride/padding/dilation/ceil_mode",
             infer_fwd, make_fwd};
   // Becomes trainstep.max_pool2d_code (+ its backward) for float32 when a
   // window's offset fits the code's 7 bits.
@@ -775,13 +858,16 @@ void register_pool_ops(OpRegistry& r) {
   };
   fwd.fuse_role = FuseRole::MaxPool;
   fwd.relu_fused = "trainstep.max_pool2d_code";
+  fwd.bf16 = Bf16::Native;
   r.add(std::move(fwd));
   OpDef bwd{opname::max_pool2d_backward,
             "Gradient of 2-D max pooling: scatters grad_output into a zeroed input-shaped "
-            "float32 or float64 tensor at the saved indices",
+            "float32, float64 or bfloat16 (summed in float32, rounded once) tensor at the saved "
+            "indices",
             infer_bwd, make_bwd};
   bwd.fuse_role = FuseRole::MaxPoolBackward;
   bwd.relu_fused = "trainstep.max_pool2d_code_backward";  // what the where becomes
+  bwd.bf16 = Bf16::Native;
   r.add(std::move(bwd));
   OpDef code{"trainstep.max_pool2d_code",
              "max_pool2d of float32 (N,)C,H,W (windows of at most 128 elements), returning the "
