@@ -82,12 +82,70 @@ bool canonicalize_permutes(Function& f) {
   return changed;
 }
 
-}  // namespace
+bool is_cast(const Node& n) { return def_of(n).algebra.value_cast; }
 
-void fold_transpose(Function& f, bool batched) {
-  bool changed = canonicalize_permutes(f);
-  // Nodes are in execution order, so a product is rewritten before the t
-  // that reads it, and a t before the t or product that reads it.
+// The one live node reading v (v not a function output), else -1.
+int sole_reader(const Function& f, const std::vector<std::vector<int>>& readers,
+                const std::vector<bool>& outs, int v) {
+  if (v < 0 || outs[v] || readers[v].size() != 1) return -1;
+  return f.nodes[readers[v][0]].dead ? -1 : readers[v][0];
+}
+
+// Nodes first (value `mid` between them) and second exchange ops: first
+// now does second's op on first's input, second does first's op on mid.
+// A cast and a transpose commute, so the result is the same.
+void swap_ops(Function& f, Node& first, Node& second) {
+  const int mid = first.outputs.at(0);
+  const TensorType in = f.value_types[first.inputs.at(0)];
+  const TensorType out = f.value_types[second.outputs.at(0)];
+  // mid now holds the other op's result: the cast's dtype with the
+  // transpose's input shape, or the transposed shape in the input's dtype.
+  const TensorType m = is_cast(second) ? TensorType{out.dtype, in.shape}
+                                       : TensorType{in.dtype, out.shape};
+  std::swap(first.op, second.op);
+  std::swap(first.attrs, second.attrs);
+  first.def = second.def = nullptr;  // compact() re-resolves them
+  f.value_types[mid] = m;
+  first.declared.at(0) = m;
+}
+
+// Autocast puts a cast between a transpose and its product: the forward
+// casts t(weight) to bfloat16, the backward casts the product and then
+// transposes it. A transpose moved to the product's side folds into it
+// below: cast(t(x)) -> t(cast(x)) when the cast feeds a product, and
+// t(cast(p)) -> cast(t(p)) when p is a product's or a transpose's (which
+// then cancels).
+bool move_transposes_to_products(Function& f) {
+  bool changed = false;
+  const auto readers = consumers(f);
+  const auto outs = output_values(f);
+  for (auto& n : f.nodes) {
+    if (n.dead || n.outputs.size() != 1) continue;
+    const int r = sole_reader(f, readers, outs, n.outputs[0]);
+    if (r < 0) continue;
+    Node& next = f.nodes[r];
+    if (next.outputs.size() != 1 || next.outputs[0] < 0) continue;
+    bool swap = false;
+    if (is_t(n) && is_cast(next)) {  // cast(t(x)), read by a product
+      const int c = sole_reader(f, readers, outs, next.outputs[0]);
+      swap = c >= 0 && is_product(f.nodes[c]);
+    } else if (is_cast(n) && is_t(next) && n.inputs.at(0) >= 0) {  // t(cast(p))
+      const int p = f.producer[n.inputs[0]];
+      swap = p >= 0 && !f.nodes[p].dead && (is_product(f.nodes[p]) || is_t(f.nodes[p])) &&
+             sole_reader(f, readers, outs, n.inputs[0]) == static_cast<int>(&n - f.nodes.data());
+    }
+    if (swap) {
+      swap_ops(f, n, next);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+// Nodes are in execution order, so a product is rewritten before the t
+// that reads it, and a t before the t or product that reads it.
+bool fold_once(Function& f, bool batched) {
+  bool changed = false;
   for (size_t i = 0; i < f.nodes.size(); ++i) {
     Node& n = f.nodes[i];
     if (n.dead) continue;
@@ -133,6 +191,21 @@ void fold_transpose(Function& f, bool batched) {
         changed = true;
       }
     }
+  }
+  return changed;
+}
+
+}  // namespace
+
+void fold_transpose(Function& f, bool batched) {
+  bool changed = canonicalize_permutes(f);
+  // A fold can leave a cast between a transpose and a product that a move
+  // then clears: a few rounds reach the fixed point (mm, t, cast, t: two).
+  for (int round = 0; round < 4; ++round) {
+    const bool moved = move_transposes_to_products(f);
+    const bool folded = fold_once(f, batched);
+    changed = changed || moved || folded;
+    if (!moved && !folded) break;
   }
   if (!changed) return;
   // Remove transposes nobody reads (dropping one may free the t it reads).

@@ -165,6 +165,40 @@ TEST(FoldTranspose, BothOperandsChainsAndSharedProducts) {
   expect_same_outputs(before, f, 2);
 }
 
+// Autocast's linear layer: the forward casts t(w) to bfloat16 before the
+// product, the backward transposes the product, casts it back to float32
+// and transposes again. Casts commute with transposes, so each transpose
+// moves next to its product and folds; t(t(...)) cancels.
+TEST(FoldTranspose, CastsBetweenTransposesAndProductsMoveAside) {
+  Builder b;
+  auto B = [](ts::Shape s) { return TensorType{DType::BF16, s}; };
+  const json to_bf16 = {{"dtype", "bfloat16"}}, to_f32 = {{"dtype", "float32"}};
+  const char* cast = "aten._to_copy.default";
+  int x = b.input("x", F({4, 3})), w = b.input("w", F({5, 3})), g = b.input("g", F({4, 5}));
+  int xb = b.node("xb", cast, {x}, B({4, 3}), to_bf16);
+  int t0 = b.node("t", "aten.t.default", {w}, F({3, 5}));
+  int wb = b.node("wb", cast, {t0}, B({3, 5}), to_bf16);
+  int y = b.node("mm", "aten.mm.default", {xb, wb}, B({4, 5}));
+  int gb = b.node("gb", cast, {g}, B({4, 5}), to_bf16);
+  int t1 = b.node("t_1", "aten.t.default", {gb}, B({5, 4}));
+  int m1 = b.node("mm_1", "aten.mm.default", {t1, xb}, B({5, 3}));
+  int t2 = b.node("t_2", "aten.t.default", {m1}, B({3, 5}));
+  int c2 = b.node("gw", cast, {t2}, F({3, 5}), to_f32);
+  int t3 = b.node("t_3", "aten.t.default", {c2}, F({5, 3}));
+  b.output(y);
+  b.output(t3);
+  Function f = b.done();
+  ts::fold_transpose(f);
+  std::vector<std::string> got = dump(f);
+  for (const auto& line : got) EXPECT_EQ(line.find("aten.t.default"), std::string::npos) << line;
+  // w is cast untransposed and read transposed; the gradient's product
+  // comes out in w's layout and is cast once.
+  EXPECT_NE(std::find(got.begin(), got.end(),
+                      R"(%t = aten._to_copy.default(%w, {"dtype":"bfloat16"}))"),
+            got.end()) << ::testing::PrintToString(got);
+  EXPECT_EQ(f.value_types[f.outputs[1].value], F({5, 3}));
+}
+
 // torch 2.x writes a linear layer's t(w) as permute(w, [1, 0]): it folds
 // like aten.t; a 3-d permute, and one the product does not read, stay.
 TEST(FoldTranspose, TwoDimPermutesFoldLikeT) {
