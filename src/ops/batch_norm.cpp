@@ -14,6 +14,12 @@
 // float64 runs the plain kernels with every tensor float64 (plan_layouts
 // blocks float32 values only).
 //
+// bfloat16 (torch's autocast form: input, output, grad_out and grad_input
+// bfloat16, every per-channel tensor float32) has its own plain kernels,
+// which convert chunks of kChunk values into a stack buffer and run the
+// float32 kernels' arithmetic on it: the same double sums and shift, the
+// same float coefficients, and one rounding of each output value.
+//
 // A rank-4 input may be channel-blocked (N, C/B, H, W, B) (plan_layouts);
 // the blocked kernels then work on whole blocks of B channels, one vector
 // lane per channel, with per-sample partial sums added in sample order.
@@ -25,6 +31,7 @@
 #include "ops/op.h"
 #include "ops/parallel.h"
 #include "ops/norm.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 
@@ -177,6 +184,163 @@ class BnFwdKernel : public Kernel {
 };
 
 
+// ---- bfloat16 forward and backward (plain layout) ---------------------------
+
+// Values converted at a time: 1 KiB of floats per buffer on the stack.
+constexpr int64_t kChunk = 256;
+
+// stat_sums over bfloat16 x; the simd sums carry across chunks.
+void stat_sums_bf16(const BnGeom& g, const uint16_t* x, int64_t c, double shift, double& s1,
+                    double& s2) {
+  float buf[kChunk];
+  double a = 0, b = 0;
+  for (int64_t n = 0; n < g.N; ++n) {
+    const uint16_t* p = x + (n * g.C + c) * g.S;
+    for (int64_t s0 = 0; s0 < g.S; s0 += kChunk) {
+      const int64_t len = std::min(kChunk, g.S - s0);
+      bf16_to_floats(p + s0, buf, len);
+#pragma omp simd reduction(+ : a, b)
+      for (int64_t s = 0; s < len; ++s) {
+        const double d = double(buf[s]) - shift;
+        a += d;
+        b += d * d;
+      }
+    }
+  }
+  s1 = a;
+  s2 = b;
+}
+
+// grad_sums over bfloat16 dy and x.
+void grad_sums_bf16(const BnGeom& g, const uint16_t* dy, const uint16_t* x, int64_t c, double mean,
+                    double& sum_dy, double& dot) {
+  float bd[kChunk], bx[kChunk];
+  double a = 0, b = 0;
+  for (int64_t n = 0; n < g.N; ++n) {
+    const int64_t base = (n * g.C + c) * g.S;
+    for (int64_t s0 = 0; s0 < g.S; s0 += kChunk) {
+      const int64_t len = std::min(kChunk, g.S - s0);
+      bf16_to_floats(dy + base + s0, bd, len);
+      bf16_to_floats(x + base + s0, bx, len);
+#pragma omp simd reduction(+ : a, b)
+      for (int64_t s = 0; s < len; ++s) {
+        const double d = bd[s];
+        a += d;
+        b += (double(bx[s]) - mean) * d;
+      }
+    }
+  }
+  sum_dy = a;
+  dot = b;
+}
+
+// BnFwdKernel<float>'s arithmetic on a bfloat16 input and output, float32
+// weight, bias, running stats and saves. Scratch lives on each thread's
+// stack (kChunk floats), so run allocates nothing.
+class BnFwdBf16Kernel : public Kernel {
+ public:
+  BnFwdBf16Kernel(const BnGeom& g, bool training, double eps) : g_(g), training_(training), eps_(eps) {}
+
+  void run(const Tensor* in, Tensor* out) override {
+    const uint16_t* x = in[0].as<uint16_t>();
+    const float* w = in[1].data ? in[1].as<float>() : nullptr;
+    const float* b = in[2].data ? in[2].as<float>() : nullptr;
+    uint16_t* y = out[0].data ? out[0].as<uint16_t>() : nullptr;
+    float* save_mean = training_ && out[1].data ? out[1].as<float>() : nullptr;
+    float* save_invstd = training_ && out[2].data ? out[2].as<float>() : nullptr;
+    const BnGeom g = g_;
+    const double M = double(g.M());
+    parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
+      double mean, invstd;
+      if (training_) {
+        const double shift = bf16_to_float(x[c * g.S]);
+        double s1, s2;
+        stat_sums_bf16(g, x, c, shift, s1, s2);
+        double var = std::max((s2 - s1 * s1 / M) / M, 0.0);
+        mean = shift + s1 / M;
+        invstd = 1.0 / std::sqrt(var + eps_);
+        if (save_mean) save_mean[c] = float(mean);
+        if (save_invstd) save_invstd[c] = float(invstd);
+      } else {
+        mean = in[3].as<float>()[c];
+        invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+      }
+      if (!y) return;
+      // alpha and beta in float (torch's opmath), y rounded once.
+      const float alpha = float(invstd * (w ? w[c] : 1.0f));
+      const float beta = float((b ? b[c] : 0.0f) - mean * alpha);
+      float buf[kChunk];
+      for (int64_t n = 0; n < g.N; ++n) {
+        const int64_t base = (n * g.C + c) * g.S;
+        for (int64_t s0 = 0; s0 < g.S; s0 += kChunk) {
+          const int64_t len = std::min(kChunk, g.S - s0);
+          bf16_to_floats(x + base + s0, buf, len);
+          for (int64_t s = 0; s < len; ++s) buf[s] = buf[s] * alpha + beta;
+          floats_to_bf16(buf, y + base + s0, len);
+        }
+      }
+    });
+  }
+
+ private:
+  BnGeom g_;
+  bool training_;
+  double eps_;
+};
+
+// BnBwdKernel<float>'s arithmetic on bfloat16 grad_out, input and
+// grad_input, float32 weight, stats, grad_weight and grad_bias.
+class BnBwdBf16Kernel : public Kernel {
+ public:
+  BnBwdBf16Kernel(const BnGeom& g, bool train, double eps) : g_(g), train_(train), eps_(eps) {}
+
+  void run(const Tensor* in, Tensor* out) override {
+    const uint16_t* go = in[0].as<uint16_t>();
+    const uint16_t* x = in[1].as<uint16_t>();
+    const float* w = in[2].data ? in[2].as<float>() : nullptr;
+    uint16_t* gi = out[0].data ? out[0].as<uint16_t>() : nullptr;
+    float* gw = out[1].data ? out[1].as<float>() : nullptr;
+    float* gb = out[2].data ? out[2].as<float>() : nullptr;
+    const BnGeom g = g_;
+    const double M = double(g.M());
+    parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
+      double mean, invstd;
+      if (train_) {
+        mean = in[5].as<float>()[c];
+        invstd = in[6].as<float>()[c];
+      } else {
+        mean = in[3].as<float>()[c];
+        invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
+      }
+      double sum_g, dotp;
+      grad_sums_bf16(g, go, x, c, mean, sum_g, dotp);
+      if (gw) gw[c] = float(dotp * invstd);
+      if (gb) gb[c] = float(sum_g);
+      if (!gi) return;
+      const float scale = float(invstd * (w ? w[c] : 1.0f));
+      const float mean_f = float(mean);
+      const float k = train_ ? float(dotp * invstd * invstd / M) : 0.0f;
+      const float gmean = train_ ? float(sum_g / M) : 0.0f;
+      float bd[kChunk], bx[kChunk];
+      for (int64_t n = 0; n < g.N; ++n) {
+        const int64_t base = (n * g.C + c) * g.S;
+        for (int64_t s0 = 0; s0 < g.S; s0 += kChunk) {
+          const int64_t len = std::min(kChunk, g.S - s0);
+          bf16_to_floats(go + base + s0, bd, len);
+          bf16_to_floats(x + base + s0, bx, len);
+          for (int64_t s = 0; s < len; ++s) bd[s] = (bd[s] - gmean - (bx[s] - mean_f) * k) * scale;
+          floats_to_bf16(bd, gi + base + s0, len);
+        }
+      }
+    });
+  }
+
+ private:
+  BnGeom g_;
+  bool train_;
+  double eps_;
+};
+
 // ---- channel-blocked forward and backward -----------------------------------
 
 // Both directions on (N, C/B, S, B) data. Pass 1 runs over (sample, block)
@@ -300,6 +464,8 @@ class BnBlockedKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_bn(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 0, {});
+  if (k.node.input(0).dtype == DType::BF16)  // always plain (plan_layouts blocks float32 only)
+    return std::make_unique<BnFwdBf16Kernel>(g, bn_training(k.node), k.node.attr_float("eps"));
   if (k.node.input(0).dtype == DType::F64)
     return std::make_unique<BnFwdKernel<double>>(g, bn_training(k.node), k.node.attr_float("eps"));
   const int64_t B = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
@@ -398,6 +564,8 @@ class BnBwdKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 1, {});
+  if (k.node.input(1).dtype == DType::BF16)
+    return std::make_unique<BnBwdBf16Kernel>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
   if (k.node.input(1).dtype == DType::F64)
     return std::make_unique<BnBwdKernel<double>>(g, k.node.attr_bool("train"),
                                                  k.node.attr_float("eps"));
@@ -413,13 +581,14 @@ std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
 void register_batch_norm_ops(OpRegistry& r) {
   // Its kernels take one layout for all the activations they touch.
   OpDef bn{opname::batch_norm,
-           "batch normalisation of float32 or float64 (N, C, *) over all dims but C, optional "
-           "weight/bias; "
+           "batch normalisation of float32, float64 or bfloat16 (N, C, *) over all dims but C "
+           "(bfloat16: float32 weight, bias, stats and saves), optional weight/bias; "
            "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
            "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
            "output may be channel-blocked (plan_layouts)",
            infer_bn, make_bn};
   bn.layouts = LayoutCaps{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr};
+  bn.bf16 = Bf16::Native;  // BnFwdBf16Kernel
   r.add(std::move(bn));
   OpDef bwd{opname::batch_norm_backward,
             "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; "
@@ -428,6 +597,7 @@ void register_batch_norm_ops(OpRegistry& r) {
             infer_bn_bwd, make_bn_bwd};
   const std::vector<PortRef> acts{in_port(0), in_port(1), out_port(0)};
   bwd.layouts = LayoutCaps{acts, {acts}, nullptr};
+  bwd.bf16 = Bf16::Native;  // BnBwdBf16Kernel
   r.add(std::move(bwd));
 }
 

@@ -360,6 +360,49 @@ def _norms():
     return out
 
 
+# Batch norm in torch's mixed form: bfloat16 input, output, grad_out and
+# grad_input; float32 weight, bias, running stats, saves and grad_weight /
+# grad_bias (src/ops/batch_norm.cpp, bfloat16 kernels). Statistics sum in
+# another order than torch's, so a float32 coefficient may move by an ulp and
+# an output round the other way. Training without weight and bias has no
+# float32 tensor, so torch returns bfloat16 saves there (not the mixed form
+# the op infers): those cases are eval only.
+BN_TOL = (1e-5, 1e-5)
+
+
+def _bn_params(c, affine, running):
+    w, b = (In((c,), F, kind="uniform", lo=0.5, hi=1.5), In((c,), F)) if affine else (None, None)
+    rm, rv = (In((c,), F), In((c,), F, kind="positive")) if running else (None, None)
+    return w, b, rm, rv
+
+
+def _batch_norms():
+    out = []
+    op, bwd = "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"
+    for s in ((4, 3), (2, 3, 4, 5), (5, 1, 7, 7), (2, 3, 300), (16, 8, 16, 16)):
+        for affine, training in ((True, True), (False, False), (True, False)):
+            w, b, rm, rv = _bn_params(s[1], affine, not training)
+            out.append(op_case(op, In(s, BF), w, b, rm, rv, training=training, momentum=0.1, eps=1e-5,
+                               ulp=1, ulp_scale=1, tol=BN_TOL))
+    for s in ((4, 3), (2, 3, 4, 5), (16, 8, 16, 16)):
+        for affine, train, mask in ((True, True, [True, True, True]), (False, False, [True, False, False]),
+                                    (True, True, [False, True, True]), (True, False, [True, True, True])):
+            ins = {"x": In(s, BF)}
+            w, b, rm, rv = _bn_params(s[1], affine, not train)
+            for k, v in (("w", w), ("b", b), ("rm", rm), ("rv", rv)):
+                if v is not None:
+                    ins[k] = v
+            wn, rmn, rvn = ("w" if affine else None), ("rm" if not train else None), ("rv" if not train else None)
+            fa = dict(training=train, momentum=0.1, eps=1e-5)
+            ba = dict(train=train, eps=1e-5, output_mask=mask)
+            out.append(Case(bwd, Program(ins, [
+                Node(op, ["x", wn, "b" if affine else None, rmn, rvn], fa),
+                Node("aten.mul.Tensor", ["n0.0", "n0.0"]),
+                Node(bwd, ["n1", "x", wn, rmn, rvn, "n0.1", "n0.2"], ba)]),
+                ulp=1, ulp_scale=1, tol=(1e-4, 1e-4)))
+    return out
+
+
 def _embedding(weight, idx):
     return torch.nn.functional.embedding(idx, weight)
 
@@ -396,4 +439,5 @@ def _shapes():
 
 def cases():
     return (_casts() + _scalars() + _binary() + _compare() + _unary() + _select() + _reductions() + _softmax() +
-            _matmuls() + _convs() + _pools() + _norms() + _shapes())
+            _matmuls() + _convs() + _pools() + _norms() + _batch_norms() +
+            _shapes())
