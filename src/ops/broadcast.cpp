@@ -121,48 +121,41 @@ void cast_typed(const S* s, D* d, int64_t n) {
 }  // namespace
 
 namespace {
-// Chunks a bfloat16 cast through float32 so the rest stays one dispatch.
+// A bfloat16 cast goes through float32 in chunks, so the rest stays one
+// dispatch: f(first element, count, a float buffer of kBf16Chunk).
 constexpr int64_t kBf16Chunk = 1024;
 
-void cast_to_bf16(const void* src, DType sd, uint16_t* dst, int64_t n) {
+template <class F>
+void for_bf16_chunks(int64_t n, F&& f) {
   parallel_region(n > kParallelMin, [&](int t, int nt) {
     int64_t i0, i1;
     split_range(n, t, nt, i0, i1);
     float tmp[kBf16Chunk];
-    for (int64_t i = i0; i < i1; i += kBf16Chunk) {
-      const int64_t m = std::min(kBf16Chunk, i1 - i);
-      if (sd == DType::F32) {
-        floats_to_bf16(static_cast<const float*>(src) + i, dst + i, m);
-        continue;
-      }
-      dispatch_dtype(sd, [&](auto tag) {
-        using S = decltype(tag);
-        const S* s = static_cast<const S*>(src) + i;
-        for (int64_t k = 0; k < m; ++k) tmp[k] = static_cast<float>(s[k]);
-      });
-      floats_to_bf16(tmp, dst + i, m);
-    }
+    for (int64_t i = i0; i < i1; i += kBf16Chunk) f(i, std::min(kBf16Chunk, i1 - i), tmp);
+  });
+}
+
+void cast_to_bf16(const void* src, DType sd, uint16_t* dst, int64_t n) {
+  for_bf16_chunks(n, [&](int64_t i, int64_t m, float* tmp) {
+    if (sd == DType::F32) return floats_to_bf16(static_cast<const float*>(src) + i, dst + i, m);
+    dispatch_dtype(sd, [&](auto tag) {
+      using S = decltype(tag);
+      const S* s = static_cast<const S*>(src) + i;
+      for (int64_t k = 0; k < m; ++k) tmp[k] = static_cast<float>(s[k]);
+    });
+    floats_to_bf16(tmp, dst + i, m);
   });
 }
 
 void cast_from_bf16(const uint16_t* src, void* dst, DType dd, int64_t n) {
-  parallel_region(n > kParallelMin, [&](int t, int nt) {
-    int64_t i0, i1;
-    split_range(n, t, nt, i0, i1);
-    float tmp[kBf16Chunk];
-    for (int64_t i = i0; i < i1; i += kBf16Chunk) {
-      const int64_t m = std::min(kBf16Chunk, i1 - i);
-      if (dd == DType::F32) {
-        bf16_to_floats(src + i, static_cast<float*>(dst) + i, m);
-        continue;
-      }
-      bf16_to_floats(src + i, tmp, m);
-      dispatch_dtype(dd, [&](auto tag) {
-        using D = decltype(tag);
-        D* d = static_cast<D*>(dst) + i;
-        for (int64_t k = 0; k < m; ++k) d[k] = convert<D>(tmp[k]);
-      });
-    }
+  for_bf16_chunks(n, [&](int64_t i, int64_t m, float* tmp) {
+    if (dd == DType::F32) return bf16_to_floats(src + i, static_cast<float*>(dst) + i, m);
+    bf16_to_floats(src + i, tmp, m);
+    dispatch_dtype(dd, [&](auto tag) {
+      using D = decltype(tag);
+      D* d = static_cast<D*>(dst) + i;
+      for (int64_t k = 0; k < m; ++k) d[k] = convert<D>(tmp[k]);
+    });
   });
 }
 }  // namespace

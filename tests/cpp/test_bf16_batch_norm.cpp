@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_test_util.h"
 #include "ops/op.h"
 #include "trainstep/bfloat16.h"
 
@@ -22,16 +23,12 @@ using json = nlohmann::json;
 
 namespace {
 
+using bf16_test::Bf16Node;
+using bf16_test::bf16_ulp;
+using bf16_test::random_bf16;
+
 const char* kFwd = "aten.native_batch_norm.default";
 const char* kBwd = "aten.native_batch_norm_backward.default";
-
-HostTensor random_bf16(const Shape& s, std::mt19937& rng, float lo, float hi) {
-  HostTensor t(DType::BF16, s);
-  std::uniform_real_distribution<float> u(lo, hi);
-  uint16_t* p = t.view.as<uint16_t>();
-  for (int64_t i = 0; i < t.view.numel(); ++i) p[i] = ts::float_to_bf16(u(rng));
-  return t;
-}
 
 HostTensor random_f32(const Shape& s, std::mt19937& rng, float lo, float hi) {
   HostTensor t(DType::F32, s);
@@ -39,58 +36,6 @@ HostTensor random_f32(const Shape& s, std::mt19937& rng, float lo, float hi) {
   float* p = t.view.as<float>();
   for (int64_t i = 0; i < t.view.numel(); ++i) p[i] = u(rng);
   return t;
-}
-
-// One node built through the registry, run by its Native kernel and by its
-// float32 twin (the same OpDef marked ViaFloat32).
-struct Bf16Node {
-  json attrs;
-  std::vector<ts::TensorType> out_types;
-  std::unique_ptr<ts::NodeCtx> node;
-  std::unique_ptr<ts::Kernel> native, via_f32;
-
-  Bf16Node(const std::string& op, json a, const std::vector<const HostTensor*>& in)
-      : attrs(std::move(a)) {
-    const ts::OpDef* def = ts::OpRegistry::get().find(op);
-    if (!def) throw ts::Error("op '" + op + "' is not registered");
-    EXPECT_EQ(def->bf16, ts::Bf16::Native) << op;
-    std::vector<ts::TensorType> types;
-    std::vector<bool> present;
-    for (const HostTensor* t : in) {
-      types.push_back(t ? t->view.type() : ts::TensorType{});
-      present.push_back(t != nullptr);
-    }
-    node = std::make_unique<ts::NodeCtx>("n0", op, attrs, types, present);
-    out_types = def->infer(*node);
-    ts::KernelCtx kc{*node, out_types, 2};
-    native = ts::make_kernel(*def, kc);
-    ts::OpDef twin;
-    twin.name = def->name;
-    twin.infer = def->infer;
-    twin.make = def->make;  // bf16 stays ViaFloat32
-    via_f32 = ts::make_kernel(twin, kc);
-  }
-
-  // skip[j]: output j is not read (data nullptr).
-  std::vector<HostTensor> run(ts::Kernel& k, const std::vector<const HostTensor*>& in,
-                              const std::vector<bool>& skip) {
-    std::vector<HostTensor> outs;
-    std::vector<ts::Tensor> it, ot;
-    for (const HostTensor* t : in) it.push_back(t ? t->view : ts::Tensor{});
-    for (size_t j = 0; j < out_types.size(); ++j) {
-      outs.emplace_back(out_types[j].dtype, out_types[j].shape);
-      ot.push_back(outs.back().view);
-      if (skip[j]) ot.back().data = nullptr;
-    }
-    k.run(it.data(), ot.data());
-    return outs;
-  }
-};
-
-float bf16_ulp(float v) {
-  int e = 0;
-  std::frexp(std::fabs(v), &e);
-  return std::ldexp(1.f, e - 8);
 }
 
 // bfloat16: one bf16 ulp of the element, plus a sliver of the tensor's
