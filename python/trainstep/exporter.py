@@ -166,6 +166,11 @@ def export_spec(spec, out_path, golden_steps=None, seed=0, ops=None, grads=None,
         functions["grad_step"] = serialize_function(capture.capture_grad(parts))
         functions["apply_step"] = serialize_function(capture.capture_apply(parts))
     check_ops(functions, ops)
+    # A step with bfloat16 values of its own (an optimizer that computes in
+    # it) is calibrated on bfloat16's noise, as an autocast one is.
+    parts.computes_bf16 = any(t and t.get("dtype") == "bfloat16"
+                              for n in functions["train_step"]["nodes"]
+                              for t in n.get("types") or [])
 
     steps = golden_steps if golden_steps is not None else spec.golden_steps
     gmeta, gtensors = golden.record(parts, steps=steps, seed=seed, grads=grads,

@@ -109,6 +109,15 @@ def _state(parts, model, opt, step):
     return out
 
 
+def compute_dtype(parts):
+    """bfloat16 where the step computes in it: under autocast, or where the
+    traced step holds bfloat16 values of its own (Muon's Newton-Schulz);
+    else None (the state's own dtype). Calibration's noise and floor follow."""
+    if capture.autocast_dtype(parts.spec) is not None or getattr(parts, "computes_bf16", False):
+        return torch.bfloat16
+    return None
+
+
 def _run(parts, batches, seed, grads, noise=None, gen=None, reset=False):
     """_steps as the model's own code runs them, or (reset) with the
     tensors forward caches in plain attributes reset before every forward,
@@ -125,7 +134,7 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
       (final), eval/outputI, eval/sample_loss.
     noise "grads" or "params" adds _jitter there (drawn from gen)."""
     spec = parts.spec
-    compute = capture.autocast_dtype(spec)
+    compute = compute_dtype(parts)
     model, opt = eager_copy(parts)
     model.train()
     if noise == "params":
@@ -266,7 +275,7 @@ def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
             "lr": parts.opt.base_lr}
     if rounds > 0:
         spread = calibrate(parts, batches, seed, grads, obs, rounds)
-        bf16 = capture.autocast_dtype(parts.spec) is not None
+        bf16 = compute_dtype(parts) is not None
         meta["calibration"] = {"factor": FACTOR, "floor": FLOOR_BF16 if bf16 else FLOOR,
                                "rounds": rounds, "noise": list(NOISE), "spread": spread}
         if bf16:

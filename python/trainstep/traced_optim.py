@@ -157,13 +157,17 @@ class TracedOptimizer:
 
     # --- the stand-in --------------------------------------------------
 
-    def _stand_in(self, values, grads, state, lrs, record=None, gstate=None, grecord=None):
+    def _stand_in(self, values, grads, state, lrs, record=None, gstate=None, grecord=None,
+                  copy_grads=False):
         """A shallow copy of the user's optimizer over stand-in parameters:
         values[n] (cloned: step() updates it in place) with grads[n] as
         .grad, state[n] its state dict, lrs[i] group i's LR, gstate[i] (if
         given) group i's own state. record / grecord: dicts that get the
         first value step() stores under each key of a parameter's state /
-        of group i. Returns the copy and name -> stand-in."""
+        of group i. copy_grads: each .grad a copy of grads[n], for a step
+        run eagerly on the caller's gradients (Muon's step() lerps its
+        .grad in place, and the next probe would read that). Returns the
+        copy and name -> stand-in."""
         sh = object.__new__(type(self.opt))
         sh.__dict__.update(self.opt.__dict__)
         sh.state = collections.defaultdict(dict)
@@ -187,7 +191,7 @@ class TracedOptimizer:
                 q = values[n].detach().clone() if n in values else \
                     torch.zeros(ref.shape, dtype=ref.dtype)
                 if n in grads and n in g.updated:
-                    q.grad = grads[n]
+                    q.grad = grads[n].clone() if copy_grads else grads[n]
                     st = state.get(n) or {}
                     sh.state[q] = _Recording(record.setdefault(n, {}), st) \
                         if record is not None else dict(st)
@@ -206,7 +210,8 @@ class TracedOptimizer:
         lrs = [self.base_lr * g.lr_scale if g.lr_scale != 1.0 else self.base_lr
                for g in self.groups]
         capturable = [("capturable" in g) for g in self.opt.param_groups]
-        sh, stand = self._stand_in(values, grads, state, lrs, record, gstate, grecord)
+        sh, stand = self._stand_in(values, grads, state, lrs, record, gstate, grecord,
+                                   copy_grads=True)
         for ng, cap in zip(sh.param_groups, capturable):
             if cap:
                 ng["capturable"] = False  # eager runs torch's own CPU path

@@ -120,6 +120,7 @@ def _verify(path):
                                          ("TwoRules", "optim/fc1.weight/t"),
                                          ("GroupStep", "optim/param_groups/0/step"),
                                          ("Muon", "optim/fc1.weight/momentum_buffer"),
+                                         ("MuonBf16", "optim/fc1.weight/momentum_buffer"),
                                          ("Bounded", "optim/param_groups/0/step")])
 def test_user_optimizer_exports_and_verifies(tmp_path, optim, state):
     art, p = _export(tmp_path, optim)

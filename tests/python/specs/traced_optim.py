@@ -46,11 +46,11 @@ def make_optimizer(model, spec):
             {"params": [model.conv.weight, model.conv.bias, model.fc1.weight], "lr": 2e-3},
             {"params": [model.fc1.bias, model.fc2.weight, model.fc2.bias], "rule": "momentum",
              "lr": 0.05}])
-    if name == "Muon":  # matrices and kernels by Muon, the rest by momentum, as its users split
+    if name in ("Muon", "MuonBf16"):  # matrices and kernels by Muon, the rest by momentum
         mats = [p for p in model.parameters() if p.dim() >= 2]
         rest = [p for p in model.parameters() if p.dim() < 2]
-        return user_optimizers.Muon([dict(params=mats), dict(params=rest, use_muon=False,
-                                                             lr=0.01)], weight_decay=0.01)
+        return getattr(user_optimizers, name)([dict(params=mats), dict(params=rest, use_muon=False,
+                                                                       lr=0.01)], weight_decay=0.01)
     if hasattr(user_optimizers, name):
         return getattr(user_optimizers, name)(model.parameters(), **kw)
     return getattr(torch.optim, name)(model.parameters(), **kw)

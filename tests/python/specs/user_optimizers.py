@@ -10,8 +10,10 @@ tests: plain torch.optim.Optimizer subclasses whose step() updates in place.
   buffer starts as the gradient itself).
 - GroupStep: an Adam-like rule counting its steps in the param group, as
   pytorch-optimizer's optimizers do.
-- Muon: Newton-Schulz-orthogonalised momentum for matrices, in float32 (the
-  published Muon runs the iteration in bfloat16, which the runtime lacks).
+- Muon: Newton-Schulz-orthogonalised momentum for matrices, in float32.
+- MuonBf16: Muon as it is published: the Nesterov lerp made in place on
+  p.grad, and the iteration in bfloat16 (the step holds bfloat16 values of
+  its own, so the export calibrates on bfloat16's noise).
 - Bounded: AdaBound's shape: torch.full from the LR, clamp between bounds
   made of the LR and a group step count.
 - SignMomentum(wrong=True): a planted bug that only the captured step has
@@ -155,12 +157,11 @@ class GroupStep(torch.optim.Optimizer):
                 p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / c1)
 
 
-def newton_schulz(g, steps=5, eps=1e-7):
+def newton_schulz(g, steps=5, eps=1e-7, dtype=torch.float32):
     """The orthogonalisation Muon applies to a 2-D update: a quintic
-    Newton-Schulz iteration towards U V^T of g's SVD, in float32 (Muon
-    itself runs it in bfloat16)."""
+    Newton-Schulz iteration towards U V^T of g's SVD, in `dtype`."""
     a, b, c = 3.4445, -4.7750, 2.0315
-    x = g.float()
+    x = g.to(dtype)
     tall = x.size(0) > x.size(1)
     if tall:
         x = x.t()
@@ -199,6 +200,31 @@ class Muon(torch.optim.Optimizer):
                     update = o.reshape(p.shape).to(p.dtype)
                 p.mul_(1 - group["lr"] * group["weight_decay"])
                 p.add_(update, alpha=-group["lr"])
+
+
+class MuonBf16(Muon):
+    """Muon with its update made as the published one makes it: p.grad
+    lerped towards the buffer in place (an eager probe of step() must not
+    see that gradient again), then Newton-Schulz in bfloat16."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - group["momentum"])
+                update = p.grad.lerp_(buf, group["momentum"])
+                if group["use_muon"] and p.dim() >= 2:
+                    flat = update.reshape(update.size(0), -1)
+                    o = newton_schulz(flat, dtype=torch.bfloat16)
+                    update = (o * max(1, flat.size(0) / flat.size(1)) ** 0.5).reshape(p.shape)
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(update.to(p.dtype), alpha=-group["lr"])
 
 
 class Bounded(torch.optim.Optimizer):
