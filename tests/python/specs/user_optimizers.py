@@ -178,6 +178,8 @@ class Muon(torch.optim.Optimizer):
     (conv kernels flattened to 2-D), scaled by sqrt(max(1, rows/cols));
     groups with use_muon=False take plain momentum SGD."""
 
+    in_place, ns_dtype = False, torch.float32
+
     def __init__(self, params, lr=0.02, momentum=0.95, weight_decay=0.0, use_muon=True):
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
                                       use_muon=use_muon))
@@ -193,10 +195,12 @@ class Muon(torch.optim.Optimizer):
                     state["momentum_buffer"] = torch.zeros_like(p)
                 buf = state["momentum_buffer"]
                 buf.lerp_(p.grad, 1 - group["momentum"])
-                update = p.grad.lerp(buf, group["momentum"])
+                lerp = p.grad.lerp_ if self.in_place else p.grad.lerp
+                update = lerp(buf, group["momentum"])
                 if group["use_muon"] and p.dim() >= 2:
                     flat = update.reshape(update.size(0), -1)
-                    o = newton_schulz(flat) * max(1, flat.size(0) / flat.size(1)) ** 0.5
+                    o = newton_schulz(flat, dtype=self.ns_dtype)
+                    o = o * max(1, flat.size(0) / flat.size(1)) ** 0.5
                     update = o.reshape(p.shape).to(p.dtype)
                 p.mul_(1 - group["lr"] * group["weight_decay"])
                 p.add_(update, alpha=-group["lr"])
@@ -206,25 +210,7 @@ class MuonBf16(Muon):
     """Muon with its update made as the published one makes it: p.grad
     lerped towards the buffer in place (an eager probe of step() must not
     see that gradient again), then Newton-Schulz in bfloat16."""
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p)
-                buf = state["momentum_buffer"]
-                buf.lerp_(p.grad, 1 - group["momentum"])
-                update = p.grad.lerp_(buf, group["momentum"])
-                if group["use_muon"] and p.dim() >= 2:
-                    flat = update.reshape(update.size(0), -1)
-                    o = newton_schulz(flat, dtype=torch.bfloat16)
-                    update = (o * max(1, flat.size(0) / flat.size(1)) ** 0.5).reshape(p.shape)
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(update.to(p.dtype), alpha=-group["lr"])
+    in_place, ns_dtype = True, torch.bfloat16
 
 
 class Bounded(torch.optim.Optimizer):
