@@ -90,6 +90,27 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
+def train_and_eval(art, small_data, ckpt):
+    """One epoch of `art` on the small subset from C++ (saved to ckpt), then
+    `trainstep eval` of it: (test loss, correct, test samples)."""
+    import re
+    data = f"idx:{small_data}"
+    run("train", art, "--data", data, "--epochs", 1, "--threads", 1, "--save", ckpt)
+    out = run("eval", art, "--data", data, "--checkpoint", ckpt).stdout
+    m = re.search(r"test: loss ([0-9.]+), accuracy [0-9.]+% \((\d+)/(\d+)\)", out)
+    assert m, out
+    return float(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def held_out_images(small_data):
+    """The subset's held-out images as the idx loader feeds them
+    (normalised, N x 1 x 28 x 28 float32) and their int64 labels."""
+    import torch
+    x = torch.from_numpy(read_idx(f"{small_data}/t10k-images-idx3-ubyte.gz").copy()).float()
+    y = torch.from_numpy(read_idx(f"{small_data}/t10k-labels-idx1-ubyte.gz").copy()).long()
+    return ((x / 255.0 - 0.1307) / 0.3081).unsqueeze(1), y
+
+
 def make_subset(dirpath, n_train, n_test):
     """An IDX folder holding the first n_train / n_test Fashion-MNIST samples."""
     os.makedirs(dirpath, exist_ok=True)

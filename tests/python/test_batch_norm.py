@@ -10,12 +10,11 @@ reproducible to 2e-6 of each tensor's scale under 1e-7 parameter noise
 1e-5. Measured C++ vs eager: 1.1e-6 (momentum buffers), running stats 5e-7,
 eval output 6e-7."""
 import os
-import re
 
 import pytest
 import torch
 
-from conftest import FASHION, ROOT, SPECS, read_idx, run
+from conftest import ROOT, SPECS, held_out_images, run, train_and_eval
 
 BN_CNN = os.path.join(SPECS, "bn_cnn.py")
 
@@ -59,12 +58,7 @@ def test_checkpoint_evaluates_the_same_in_pytorch_eval_mode(artifacts, small_dat
     `trainstep eval` and by PyTorch in eval mode from the checkpoint."""
     art = artifacts("resnet", os.path.join(ROOT, "examples", "resnet", "spec.py"))
     ckpt = tmp_path / "r.ckpt"
-    data = f"idx:{small_data}"
-    run("train", art, "--data", data, "--epochs", 1, "--threads", 1, "--save", ckpt)
-    out = run("eval", art, "--data", data, "--checkpoint", ckpt).stdout
-    m = re.search(r"test: loss ([0-9.]+), accuracy [0-9.]+% \((\d+)/(\d+)\)", out)
-    assert m, out
-    loss_cpp, correct_cpp, n = float(m.group(1)), int(m.group(2)), int(m.group(3))
+    loss_cpp, correct_cpp, n = train_and_eval(art, small_data, ckpt)
 
     import importlib.util  # under its own name: other tests import the MNIST spec as `spec`
     ms = importlib.util.spec_from_file_location("resnet_spec",
@@ -77,9 +71,7 @@ def test_checkpoint_evaluates_the_same_in_pytorch_eval_mode(artifacts, small_dat
     model = resnet.ResNet()
     model.load_state_dict(state)
     model.eval()
-    x = torch.from_numpy(read_idx(f"{small_data}/t10k-images-idx3-ubyte.gz").copy()).float()
-    y = torch.from_numpy(read_idx(f"{small_data}/t10k-labels-idx1-ubyte.gz").copy()).long()
-    x = ((x / 255.0 - 0.1307) / 0.3081).unsqueeze(1)
+    x, y = held_out_images(small_data)
     with torch.no_grad():
         logits = model(x)
     loss = torch.nn.CrossEntropyLoss(label_smoothing=0.1)(logits, y).item()

@@ -8,12 +8,11 @@ to bfloat16 is refused in one line."""
 import importlib.util
 import json
 import os
-import re
 
 import pytest
 import torch
 
-from conftest import ROOT, SPECS, read_idx, run
+from conftest import ROOT, SPECS, held_out_images, run, train_and_eval
 
 EXAMPLES = os.path.join(ROOT, "examples")
 
@@ -105,20 +104,13 @@ def _load_example(name):
 def test_trained_checkpoint_evaluates_in_pytorch_under_autocast(tmp_path, small_data):
     out = _export(tmp_path, "mnist")
     ckpt = tmp_path / "m.ckpt"
-    data = f"idx:{small_data}"
-    run("train", out, "--data", data, "--epochs", 1, "--threads", 1, "--save", ckpt)
-    ev = run("eval", out, "--data", data, "--checkpoint", ckpt).stdout
-    m = re.search(r"test: loss ([0-9.]+), accuracy [0-9.]+% \((\d+)/(\d+)\)", ev)
-    assert m, ev
-    loss_cpp, correct_cpp = float(m.group(1)), int(m.group(2))
+    loss_cpp, correct_cpp, _ = train_and_eval(out, small_data, ckpt)
 
     from trainstep import checkpoint
     model = _load_example("mnist").Net()
     model.load_state_dict(checkpoint.load_state_dict(str(ckpt)))
     model.eval()
-    x = torch.from_numpy(read_idx(f"{small_data}/t10k-images-idx3-ubyte.gz").copy()).float()
-    y = torch.from_numpy(read_idx(f"{small_data}/t10k-labels-idx1-ubyte.gz").copy()).long()
-    x = ((x / 255.0 - 0.1307) / 0.3081).unsqueeze(1)
+    x, y = held_out_images(small_data)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         out_t = model(x).float()
     loss = torch.nn.functional.nll_loss(out_t, y).item()
