@@ -87,10 +87,14 @@ def _jitter(t, gen, roundings=1.0, compute=None):
     eps = torch.finfo(compute or t.dtype).eps * roundings
     noise = torch.randn(t.shape, generator=gen, dtype=t.dtype)
     if compute is not None:
-        # bfloat16 rounds each element at its own magnitude: noise relative
-        # to the element (at the largest one, it would swamp small gradients
-        # and then any optimizer that normalises by them).
-        return t + eps * t.detach().abs() * noise
+        # bfloat16 rounds each element at its own magnitude, and a sum of
+        # rounded terms errs at the terms' size: noise relative to the
+        # element, plus the tensor's RMS (which flips the sign of a
+        # near-zero gradient as another summation order does; the largest
+        # magnitude would swamp every small gradient).
+        d = t.detach()
+        rms = d.double().pow(2).mean().sqrt().to(d.dtype)
+        return t + eps * (d.abs() + rms) * noise
     return t + eps * t.detach().abs().max() * noise
 
 
