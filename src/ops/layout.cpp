@@ -26,7 +26,8 @@ Layout parse(const NodeCtx& ctx, const std::string& s) {
   if (s == "plain") return Layout::Plain;
   if (s == "nChw8c") return Layout::Blocked8;
   if (s == "nChw16c") return Layout::Blocked16;
-  ctx.fail("unknown layout '" + s + "' (expected plain, nChw8c or nChw16c)");
+  if (s == "nhwc") return Layout::ChannelsLast;
+  ctx.fail("unknown layout '" + s + "' (expected plain, nChw8c, nChw16c or nhwc)");
 }
 
 }  // namespace
@@ -35,6 +36,7 @@ const char* layout_name(Layout l) {
   switch (l) {
     case Layout::Blocked8: return "nChw8c";
     case Layout::Blocked16: return "nChw16c";
+    case Layout::ChannelsLast: return "nhwc";
     default: return "plain";
   }
 }
@@ -43,6 +45,7 @@ int64_t layout_block(Layout l) {
   switch (l) {
     case Layout::Blocked8: return 8;
     case Layout::Blocked16: return 16;
+    case Layout::ChannelsLast: fail("internal: layout_block asked of the channels-last layout");
     default: return 1;
   }
 }
@@ -57,6 +60,14 @@ Layout port_layout(const NodeCtx& ctx, bool output, int i, const TensorType& t) 
   Layout l = parse(ctx, n[i]);
   if (l == Layout::Plain) return l;
   const std::string port = std::string(output ? "output " : "input ") + std::to_string(i);
+  if (l == Layout::ChannelsLast) {
+    const OpDef* def = OpRegistry::get().find(ctx.op());
+    if (!def || !def->layouts || !def->layouts->channels_last)
+      ctx.fail(port + " has layout nhwc, which this op's kernels do not take");
+    if (t.dtype != DType::BF16 || t.shape.size() != 4)
+      ctx.fail(port + " has layout nhwc but type " + t.str() + " (needs bfloat16, rank 4)");
+    return l;
+  }
   if (t.dtype != DType::F32 || t.shape.size() != 4)
     ctx.fail(port + " has layout " + n[i] + " but type " + t.str() + " (needs float32, rank 4)");
   if (t.shape[1] % layout_block(l) != 0)

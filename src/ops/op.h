@@ -126,6 +126,9 @@ struct LayoutCaps {
   std::vector<std::vector<PortRef>> same;
   // Set when only some nodes of the op qualify (by their attrs).
   bool (*applies)(const json& attrs) = nullptr;
+  // Its kernels also take bfloat16 values channels-last (nhwc) on those
+  // ports; float32 values are blocked (nChw8c / nChw16c).
+  bool channels_last = false;
 };
 
 enum class CommRole { None, Start, Wait };

@@ -1,6 +1,7 @@
 #include "passes/pipeline.h"
 
 #include "ir/rewrite.h"
+#include "ops/dnnl_util.h"
 #include "ops/layout.h"
 #include "passes/cleanup.h"
 #include "passes/compose_views.h"
@@ -63,7 +64,7 @@ void optimize(Function& f, const CompileOptions& o, const Target& t) {
     }
     fuse_elementwise(f);
     // Last: it needs the final producers and readers of each activation.
-    if (t.blocked_layouts) plan_layouts(f, preferred_channel_block());
+    if (t.blocked_layouts) plan_layouts(f, preferred_channel_block(), t.bf16 && dnnl_bf16_available());
   }
   // In-place planning happens in the executor's memory plan; this order
   // lets it free each gradient as soon as its update has run.

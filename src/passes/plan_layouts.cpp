@@ -73,9 +73,8 @@ void set_layout(Node& n, const char* key, int port, int ports, const char* name)
 
 }  // namespace
 
-void plan_layouts(Function& f, int64_t block) {
-  const Layout want = layout_from_block(block);
-  if (want == Layout::Plain) return;
+void plan_layouts(Function& f, int64_t block, bool channels_last) {
+  const Layout blocked_layout = layout_from_block(block);
   const int nv = static_cast<int>(f.value_types.size());
   auto is_big = [&](int v) { return shape_numel(f.value_types[v].shape) != 1; };
 
@@ -108,39 +107,57 @@ void plan_layouts(Function& f, int64_t block) {
       }
   }
 
-  // A set is blocked when each of its values can be (rank 4, channels a
-  // multiple of the block, made inside the function and not returned) and
-  // each port touching it is a blocking kernel's or a layout-agnostic
-  // node's; and some kernel gains from it (a set of pointwise nodes alone
-  // would only move the reorders).
+  // Each set's layout: blocked for float32 values, channels-last for
+  // bfloat16 ones; a set holding both (or float64) stays plain. Masks
+  // (bool) take their set's layout.
+  std::vector<Layout> want(nv, Layout::Plain);
+  std::vector<char> seen(nv, 0);
   std::vector<char> ok(nv, 1), gains(nv, 0);
+  for (int v = 0; v < nv; ++v) {
+    const int s = sets.find(v);
+    const DType dt = f.value_types[v].dtype;
+    if (!is_big(v) || dt == DType::Bool) continue;
+    const Layout l = dt == DType::F32 ? blocked_layout
+                     : dt == DType::BF16 && channels_last ? Layout::ChannelsLast
+                                                          : Layout::Plain;
+    if (!seen[s]) want[s] = l, seen[s] = 1;
+    else if (want[s] != l) ok[s] = 0;
+  }
+  // A set is laid out so when each of its values can be (rank 4, made
+  // inside the function and not returned; blocked: channels a multiple of
+  // the block) and each port touching it is a layout-agnostic node's or a
+  // kernel's that reads or writes that layout itself; and some kernel gains
+  // from it (a set of pointwise nodes alone would only move the reorders).
   auto outs = output_values(f);
   for (int v = 0; v < nv; ++v) {
     const TensorType& t = f.value_types[v];
-    if (outs[v] || f.producer[v] < 0 || t.shape.size() != 4 || t.shape[1] % block != 0)
-      ok[sets.find(v)] = 0;
+    const int s = sets.find(v);
+    if (want[s] == Layout::Plain || outs[v] || f.producer[v] < 0 || t.shape.size() != 4 ||
+        (want[s] != Layout::ChannelsLast && t.shape[1] % block != 0))
+      ok[s] = 0;
   }
   for (size_t k = 0; k < f.nodes.size(); ++k) {
     const Node& n = f.nodes[k];
     if (n.dead) continue;
     // A port of this node holds value v; `blocking`: its kernel reads or
-    // writes it blocked.
+    // writes it in the set's layout.
     auto touch = [&](int v, bool blocking) {
       if (v < 0 || (agnostic[k] && !is_big(v))) return;
-      if (blocking && f.value_types[v].dtype == DType::F32)
-        gains[sets.find(v)] = 1;
+      const int s = sets.find(v);
+      if (blocking && want[s] == Layout::ChannelsLast && !caps(n)->channels_last) blocking = false;
+      if (blocking)
+        gains[s] = 1;
       else if (!agnostic[k])
-        ok[sets.find(v)] = 0;
+        ok[s] = 0;
     };
     for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) touch(n.inputs[i], blocks(n, in_port(i)));
     for (int j = 0; j < static_cast<int>(n.outputs.size()); ++j) touch(n.outputs[j], blocks(n, out_port(j)));
   }
-  std::vector<bool> blocked(nv, false);
+  std::vector<Layout> layout(nv, Layout::Plain);
   bool any = false;
   for (int v = 0; v < nv; ++v) {
     const int s = sets.find(v);
-    blocked[v] = ok[s] && gains[s];
-    any = any || blocked[v];
+    if (ok[s] && gains[s]) layout[v] = want[s], any = true;
   }
   if (!any) return;
   // Pointwise nodes get no attribute: they work in any layout.
@@ -149,9 +166,11 @@ void plan_layouts(Function& f, int64_t block) {
     if (n.dead || agnostic[k]) continue;
     const int ni = static_cast<int>(n.inputs.size()), no = static_cast<int>(n.outputs.size());
     for (int i = 0; i < ni; ++i)
-      if (n.inputs[i] >= 0 && blocked[n.inputs[i]]) set_layout(n, "in_layouts", i, ni, layout_name(want));
+      if (n.inputs[i] >= 0 && layout[n.inputs[i]] != Layout::Plain)
+        set_layout(n, "in_layouts", i, ni, layout_name(layout[n.inputs[i]]));
     for (int j = 0; j < no; ++j)
-      if (n.outputs[j] >= 0 && blocked[n.outputs[j]]) set_layout(n, "out_layouts", j, no, layout_name(want));
+      if (n.outputs[j] >= 0 && layout[n.outputs[j]] != Layout::Plain)
+        set_layout(n, "out_layouts", j, no, layout_name(layout[n.outputs[j]]));
   }
   compact(f);  // re-verifies: each node checks its layouts against its types
 }

@@ -7,8 +7,12 @@
 // value, and every function input or output, stays plain. The choice is
 // written into the blocking nodes' "in_layouts" / "out_layouts" attributes
 // (ops/layout.h); pointwise nodes carry none, as they work in any layout.
-// `block` is the channel block (8 or 16); a value whose channel count is
-// not a multiple of it stays plain.
+// A set of float32 values takes the channel-blocked layout of `block`
+// channels (8 or 16; a value whose channel count is not a multiple of it
+// stays plain). A set of bfloat16 values takes channels-last (nhwc) when
+// `channels_last` (this CPU runs oneDNN's bf16 convolutions) and every
+// blocking kernel touching it takes that (LayoutCaps::channels_last). A
+// set mixing the two dtypes stays plain.
 #pragma once
 #include <cstdint>
 
@@ -16,6 +20,6 @@
 
 namespace ts {
 
-void plan_layouts(Function& f, int64_t block);
+void plan_layouts(Function& f, int64_t block, bool channels_last = false);
 
 }  // namespace ts
