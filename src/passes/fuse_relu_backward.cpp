@@ -65,17 +65,37 @@ struct Rewriter {
     return true;
   }
 
-  // Convolution backward: %g is its grad_input, the convolution read x.
-  bool conv(int wi, int gi, int x) {
+  // Convolution backward: %g is its grad_input, the convolution read x;
+  // the fused node writes y (node yi's output 0).
+  bool conv(int yi, int gi, int x, int g) {
     Node& cb = f.nodes[gi];
-    if (cb.inputs[1] != x || cb.outputs[0] != f.nodes[wi].inputs[2]) return false;
+    if (cb.inputs[1] != x || cb.outputs[0] != g) return false;
     if (!fusable(cb, f.value_types[x])) return false;
     cb.op = def_of(cb).relu_fused;
     cb.def = nullptr;
-    cb.outputs[0] = f.nodes[wi].outputs[0];
-    cb.declared[0] = f.nodes[wi].declared[0];
-    f.nodes[wi].dead = true;
+    cb.outputs[0] = f.nodes[yi].outputs[0];
+    cb.declared[0] = f.nodes[yi].declared[0];
+    f.nodes[yi].dead = true;
     return true;
+  }
+
+  // The input of v's producer if it is a cast from bfloat16 to float32
+  // (exact), else -1.
+  int widened_from(int v) const {
+    const int p = v >= 0 ? f.producer[v] : -1;
+    if (p < 0 || !def_of(f.nodes[p]).algebra.value_cast || f.value_types[v].dtype != DType::F32)
+      return -1;
+    const int src = f.nodes[p].inputs.at(0);
+    return src >= 0 && f.value_types[src].dtype == DType::BF16 ? src : -1;
+  }
+
+  // The node that casts v, its sole reader, to dtype `to`, or -1.
+  int sole_cast_to(int v, DType to) const {
+    if (v < 0 || outs[v] || readers[v].size() != 1) return -1;
+    const int r = readers[v][0];
+    const Node& n = f.nodes[r];
+    return def_of(n).algebra.value_cast && n.outputs[0] >= 0 && f.value_types[n.outputs[0]].dtype == to ? r
+                                                                                                        : -1;
   }
 };
 
@@ -95,14 +115,33 @@ void fuse_relu_backward(Function& f) {
     if (def_of(le).fuse_role != FuseRole::LeScalar || !zero_number(le.attrs.value("other", json())) ||
         !is_zero_constant(f, zero) || !rw.only_reader(g, wi))
       continue;
-    const int x = le.inputs[0];
-    if (f.value_types[w.outputs[0]] != f.value_types[x]) continue;
-    const FuseRole role = def_of(f.nodes[gi]).fuse_role;
+    int x = le.inputs[0];
+    // Autocast's form runs relu's backward in float32 between casts:
+    //   y = bf16(where(le(f32(x), 0), 0, f32(g)))
+    // which is where(x <= 0, 0, g) exactly: the casts go with the where.
+    int yi = wi, gv = g, gi_at = gi, x_cast = -1, g_cast = -1;
+    const int xb = rw.widened_from(x), gb = rw.widened_from(g);
+    if (xb >= 0 && gb >= 0) {
+      yi = rw.sole_cast_to(w.outputs[0], DType::BF16);
+      if (yi < 0 || !rw.only_reader(g, wi) || f.producer[gb] < 0) continue;
+      x_cast = f.producer[x];
+      g_cast = f.producer[g];
+      x = xb, gv = gb, gi_at = f.producer[gb];
+      if (!rw.only_reader(gv, g_cast)) continue;
+    }
+    if (f.value_types[f.nodes[yi].outputs[0]] != f.value_types[x]) continue;
+    const FuseRole role = def_of(f.nodes[gi_at]).fuse_role;
     bool done = false;
-    if (role == FuseRole::MaxPoolBackward) done = rw.pool(wi, gi, x);
-    if (role == FuseRole::ConvBackward) done = rw.conv(wi, gi, x);
+    if (role == FuseRole::MaxPoolBackward && yi == wi) done = rw.pool(wi, gi_at, x);
+    if (role == FuseRole::ConvBackward) done = rw.conv(yi, gi_at, x, gv);
     if (!done) continue;
-    if (rw.only_reader(mask, wi)) f.nodes[li].dead = true;
+    const bool le_dies = rw.only_reader(mask, wi);
+    if (yi != wi) {  // the detour's where and casts go too
+      f.nodes[wi].dead = true;
+      f.nodes[g_cast].dead = true;
+      if (le_dies && rw.only_reader(le.inputs[0], li)) f.nodes[x_cast].dead = true;
+    }
+    if (le_dies) f.nodes[li].dead = true;
     if (rw.only_reader(zero, wi)) f.nodes[f.producer[zero]].dead = true;
     changed = true;
   }

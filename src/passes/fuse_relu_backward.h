@@ -19,6 +19,12 @@
 //    becomes
 //      %y, %gw, %gb = trainstep.conv_backward_relu(%dy, %x, %w)
 //    which may write %y over %x: one activation-sized buffer fewer.
+//
+// Under bfloat16 autocast the trace runs relu's backward in float32:
+//   %y = to_bf16(where(le(to_f32(%x), 0), 0, to_f32(%g)))
+// which equals where(%x <= 0, 0, %g) exactly (both casts from bfloat16 are
+// exact, and 0 or a bfloat16 value rounds to itself), so case 2 folds it
+// too, casts and all.
 #pragma once
 #include "ir/program.h"
 

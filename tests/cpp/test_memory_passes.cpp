@@ -13,6 +13,7 @@
 #include "test_util.h"
 #include "passes/fuse_relu_backward.h"
 #include "passes/schedule.h"
+#include "bf16_test_util.h"
 #include "runtime/executor.h"
 #include "runtime/memory_plan.h"
 
@@ -194,6 +195,80 @@ TEST(FuseReluBackward, ConvBackwardTakesTheMask) {
   // grad_input itself is read elsewhere: it must exist unmasked.
   const std::string shared = conv_fn(", %cb.0 {role=output, index=3}");
   EXPECT_EQ(run_pass(ts::fuse_relu_backward, shared), run_pass([](ts::Function&) {}, shared));
+}
+
+// Autocast's form of the same step: relu's backward in float32 between
+// casts from and back to bfloat16.
+const std::string kToF32 =
+    R"({"device":null,"dtype":"float32","layout":null,"memory_format":null,"non_blocking":false,"pin_memory":null})";
+const std::string kToBf16 =
+    R"({"device":null,"dtype":"bfloat16","layout":null,"memory_format":null,"non_blocking":false,"pin_memory":null})";
+
+std::string autocast_conv_fn(const std::string& extra_out = "") {
+  return "func f(%a: bfloat16[2, 3, 5, 5] {role=input}, %w: bfloat16[4, 3, 3, 3] {role=input, index=1}, "
+         "%dy: bfloat16[2, 4, 5, 5] {role=input, index=2}) {\n"
+         "  %x = aten.relu.default(%a)\n"
+         "  %cb.0, %cb.1, %cb.2 = aten.convolution_backward.default(%dy, %x, %w) " + kConvAttrs + "\n"
+         "  %xf = aten._to_copy.default(%x) " + kToF32 + "\n"
+         "  %le = aten.le.Scalar(%xf) {\"other\":0}\n"
+         "  %zero = trainstep.constant() {\"dtype\":\"float32\",\"value\":0.0}\n"
+         "  %gf = aten._to_copy.default(%cb.0) " + kToF32 + "\n"
+         "  %yf = aten.where.self(%le, %zero, %gf)\n"
+         "  %y = aten._to_copy.default(%yf) " + kToBf16 + "\n"
+         "  return %y {role=output}, %cb.1 {role=output, index=1}, %cb.2 {role=output, index=2}" +
+         extra_out + "\n}\n";
+}
+
+TEST(FuseReluBackward, AutocastsFloat32DetourFoldsCastsAndAll) {
+  EXPECT_EQ(run_pass(ts::fuse_relu_backward, autocast_conv_fn()),
+            "func f(%a: bfloat16[2, 3, 5, 5] {role=input}, %w: bfloat16[4, 3, 3, 3] {role=input, index=1}, "
+            "%dy: bfloat16[2, 4, 5, 5] {role=input, index=2}) {\n"
+            "  %x = aten.relu.default(%a)\n"
+            "  %y, %cb.1, %cb.2 = trainstep.conv_backward_relu(%dy, %x, %w) " + kConvAttrs + "\n"
+            "  return %y {role=output}, %cb.1 {role=output, index=1}, %cb.2 {role=output, index=2}\n}\n");
+  // The float32 gradient or its masked form is read elsewhere: nothing folds.
+  for (const char* v : {"%gf", "%yf"}) {
+    const std::string shared = autocast_conv_fn(std::string(", ") + v + " {role=output, index=3}");
+    EXPECT_EQ(run_pass(ts::fuse_relu_backward, shared), run_pass([](ts::Function&) {}, shared)) << v;
+  }
+  // The widened input is: it folds, and that cast stays.
+  const std::string folded = run_pass(ts::fuse_relu_backward, autocast_conv_fn(", %xf {role=output, index=3}"));
+  EXPECT_NE(folded.find("trainstep.conv_backward_relu(%dy, %x, %w)"), std::string::npos) << folded;
+  EXPECT_NE(folded.find("%xf = aten._to_copy.default(%x)"), std::string::npos) << folded;
+  EXPECT_EQ(folded.find("aten.where"), std::string::npos) << folded;
+}
+
+// The fold is exact: the fused bfloat16 kernel gives the detour's bits,
+// NaN and zeros in the relu's input included.
+TEST(ConvBackwardRelu, AutocastsDetourGivesTheSameBits) {
+  ts::Function fused = ts::parse_function(autocast_conv_fn());
+  ts::fuse_relu_backward(fused);
+  ASSERT_EQ(fused.nodes[1].op, "trainstep.conv_backward_relu");
+  ts::Function plain = ts::parse_function(autocast_conv_fn());
+  std::mt19937 rng(5);
+  HostTensor a = bf16_test::random_bf16({2, 3, 5, 5}, rng), w = bf16_test::random_bf16({4, 3, 3, 3}, rng),
+             dy = bf16_test::random_bf16({2, 4, 5, 5}, rng);
+  a.view.as<uint16_t>()[7] = 0x7FC0;  // NaN
+  a.view.as<uint16_t>()[8] = 0;
+  a.view.as<uint16_t>()[9] = 0x8000;  // -0
+  auto run = [&](const ts::Function& f) {
+    ts::Executor ex(f, 1, true);
+    ex.bind_input(0, a.view.data);
+    ex.bind_input(1, w.view.data);
+    ex.bind_input(2, dy.view.data);
+    ex.run();
+    std::vector<std::vector<uint16_t>> r;
+    for (int i = 0; i < 3; ++i) {
+      const ts::Tensor& t = ex.output(i);
+      r.emplace_back(t.as<uint16_t>(), t.as<uint16_t>() + t.numel());
+    }
+    return r;
+  };
+  auto want = run(plain), got = run(fused);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    EXPECT_EQ(got[i], want[i]);
+  }
 }
 
 // The fused kernel against the unfused pair, on inputs with exact zeros and
