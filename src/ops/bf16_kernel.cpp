@@ -5,7 +5,11 @@
 // bfloat16 in float32 and round the result.
 #include "ops/bf16_kernel.h"
 
+#include <algorithm>
+
 #include "ops/broadcast.h"
+#include "ops/parallel.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 
@@ -35,9 +39,32 @@ bool touches_bf16(const KernelCtx& k) {
   return false;
 }
 
+// Conversions in chunks over the node's threads: they are memory-bound
+// passes as long as the twin's own.
+constexpr int64_t kConvertChunk = 1 << 14;
+
+void widen(const void* src, void* dst, int64_t n, bool parallel) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  auto* d = static_cast<float*>(dst);
+  parallel_for((n + kConvertChunk - 1) / kConvertChunk, parallel && n > kConvertChunk, [&](int64_t c) {
+    const int64_t i = c * kConvertChunk;
+    bf16_to_floats(s + i, d + i, std::min(kConvertChunk, n - i));
+  });
+}
+
+void narrow(const void* src, void* dst, int64_t n, bool parallel) {
+  const auto* s = static_cast<const float*>(src);
+  auto* d = static_cast<uint16_t*>(dst);
+  parallel_for((n + kConvertChunk - 1) / kConvertChunk, parallel && n > kConvertChunk, [&](int64_t c) {
+    const int64_t i = c * kConvertChunk;
+    floats_to_bf16(s + i, d + i, std::min(kConvertChunk, n - i));
+  });
+}
+
 class ViaFloat32 : public Kernel {
  public:
-  ViaFloat32(const OpDef& def, const KernelCtx& k) : attrs_(float32_attrs(k.node.attrs())) {
+  ViaFloat32(const OpDef& def, const KernelCtx& k)
+      : attrs_(float32_attrs(k.node.attrs())), parallel_(k.threads != 1) {
     const NodeCtx& n = k.node;
     std::vector<TensorType> in_types;
     std::vector<bool> present;
@@ -76,7 +103,7 @@ class ViaFloat32 : public Kernel {
   void run(const Tensor* in, Tensor* out) override {
     for (size_t i = 0; i < ins_.size(); ++i) {
       if (in_conv_[i] && in[i].data) {
-        cast_buffer(in[i].data, DType::BF16, in_buf_[i].data(), DType::F32, ins_[i].numel());
+        widen(in[i].data, in_buf_[i].data(), ins_[i].numel(), parallel_);
         ins_[i].data = in_buf_[i].data();
       } else {
         ins_[i].data = in[i].data;
@@ -87,13 +114,14 @@ class ViaFloat32 : public Kernel {
     inner_->run(ins_.data(), outs_.data());
     for (size_t j = 0; j < outs_.size(); ++j)
       if (out_conv_[j] && out[j].data)
-        cast_buffer(outs_[j].data, DType::F32, out[j].data, DType::BF16, outs_[j].numel());
+        narrow(outs_[j].data, out[j].data, outs_[j].numel(), parallel_);
   }
 
   std::vector<const KernelChoice*> choices() const override { return inner_->choices(); }
 
  private:
   json attrs_;  // the twin's attrs: kernels read them in make only
+  bool parallel_;
   std::vector<TensorType> out_types_;
   std::vector<bool> in_conv_, out_conv_;
   std::vector<Buffer> in_buf_, out_buf_;

@@ -4,8 +4,8 @@
 // where round-half-even on the step count is round-half-even on the last
 // bfloat16 bit. Checked over a strided sweep of all 2^32 float bit
 // patterns, every tie of every exponent, and the patterns beside the ties,
-// through float_to_bf16, floats_to_bf16 (the vectorised loop) and
-// cast_buffer (float32 and float64 sources).
+// through float_to_bf16, floats_to_bf16 and round_floats_to_bf16 (AVX2
+// loops with scalar tails) and cast_buffer (float32 and float64 sources).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -126,6 +126,44 @@ TEST_F(Bf16Rounding, FloatsToBf16) {
   std::vector<uint16_t> got(f.size());
   floats_to_bf16(f.data(), got.data(), static_cast<int64_t>(f.size()));
   expect_all(got, "floats_to_bf16");
+}
+
+// The fused kernels' in-place form: each float becomes its bfloat16 value.
+TEST_F(Bf16Rounding, RoundFloatsInPlace) {
+  std::vector<float> f = floats();
+  round_floats_to_bf16(f.data(), static_cast<int64_t>(f.size()));
+  std::vector<uint16_t> got(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &f[i], 4);
+    got[i] = (u & 0xFFFFu) == 0 ? static_cast<uint16_t>(u >> 16) : 0xDEAD;  // low half must be 0
+  }
+  expect_all(got, "round_floats_to_bf16");
+}
+
+// Every length and start, so the vector loops' bodies and tails both run
+// (unaligned too): the same bits as the one-value rule.
+TEST_F(Bf16Rounding, VectorLoopsAndTailsAgree) {
+  const std::vector<float> f = floats();
+  for (int64_t start = 0; start < 3; ++start)
+    for (int64_t n = 0; n <= 40; ++n) {
+      std::vector<uint16_t> b(n + 1, 0x1234);
+      std::vector<float> r(f.begin() + start, f.begin() + start + n), w(n + 1, 7.f);
+      floats_to_bf16(f.data() + start, b.data(), n);
+      round_floats_to_bf16(r.data(), n);
+      bf16_to_floats(b.data(), w.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t want = (*want_)[start + i];
+        ASSERT_EQ(b[i], want) << "n " << n << " start " << start << " i " << i;
+        uint32_t ru, wu;
+        std::memcpy(&ru, &r[i], 4);
+        std::memcpy(&wu, &w[i], 4);
+        ASSERT_EQ(ru, uint32_t(want) << 16) << "n " << n << " i " << i;
+        ASSERT_EQ(wu, uint32_t(want) << 16) << "n " << n << " i " << i;
+      }
+      ASSERT_EQ(b[n], 0x1234) << "floats_to_bf16 wrote past n " << n;
+      ASSERT_EQ(w[n], 7.f) << "bf16_to_floats wrote past n " << n;
+    }
 }
 
 TEST_F(Bf16Rounding, CastBufferFromFloat32) {
