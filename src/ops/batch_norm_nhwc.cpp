@@ -29,6 +29,10 @@ namespace {
 // Channels converted at a time: 1 KiB of floats per buffer on the stack.
 constexpr int64_t kChunk = 256;
 
+// Rows converted at a time: with C <= kChunk, whole rows (contiguous)
+// fill the buffer, so a narrow row does not pay a conversion call each.
+int64_t rows_per_batch(int64_t C) { return C <= kChunk ? kChunk / std::max<int64_t>(C, 1) : 1; }
+
 // Rows per unit: whole samples when there are enough to share among the
 // threads; else parts of about 1/ceil(32/N) of a sample, of at least 16K
 // values each (smaller parts cost more in partial sums than they save).
@@ -82,24 +86,30 @@ class BnNhwcBf16Kernel : public Kernel {
       const int64_t len = std::min(kChunk, C - c0);
       const double* m = m_.data() + c0;
       double a[kChunk] = {}, b[kChunk] = {};
-      float bx[kChunk], bd[kChunk];
-      for (int64_t s = s0; s < s1; ++s) {
+      float bufx[kChunk], bufd[kChunk];
+      const int64_t rb = rows_per_batch(C);  // > 1 only when len == C
+      for (int64_t s = s0; s < s1; s += rb) {
+        const int64_t rows = std::min(rb, s1 - s);
         const int64_t off = (n * S_ + s) * C + c0;
-        bf16_to_floats(x + off, bx, len);
-        if (!dy) {
+        bf16_to_floats(x + off, bufx, rows * len);
+        if (dy) bf16_to_floats(dy + off, bufd, rows * len);
+        for (int64_t r = 0; r < rows; ++r) {  // rows in order: the sums' order is fixed
+          const float* bx = bufx + r * len;
+          const float* bd = bufd + r * len;
+          if (!dy) {
 #pragma omp simd
-          for (int64_t c = 0; c < len; ++c) {
-            const double d = double(bx[c]) - m[c];
-            a[c] += d;
-            b[c] += d * d;
-          }
-        } else {
-          bf16_to_floats(dy + off, bd, len);
+            for (int64_t c = 0; c < len; ++c) {
+              const double d = double(bx[c]) - m[c];
+              a[c] += d;
+              b[c] += d * d;
+            }
+          } else {
 #pragma omp simd
-          for (int64_t c = 0; c < len; ++c) {
-            const double g = bd[c];
-            a[c] += g;
-            b[c] += (double(bx[c]) - m[c]) * g;
+            for (int64_t c = 0; c < len; ++c) {
+              const double g = bd[c];
+              a[c] += g;
+              b[c] += (double(bx[c]) - m[c]) * g;
+            }
           }
         }
       }
@@ -157,22 +167,28 @@ class BnNhwcBf16Kernel : public Kernel {
     rows(u, n, s0, s1);
     const int64_t C = C_;
     float bx[kChunk], bd[kChunk];
-    for (int64_t s = s0; s < s1; ++s)
+    const int64_t rb = rows_per_batch(C);
+    for (int64_t s = s0; s < s1; s += rb)
       for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
-        const int64_t len = std::min(kChunk, C - c0);
+        const int64_t len = std::min(kChunk, C - c0), rows = std::min(rb, s1 - s);
         const int64_t off = (n * S_ + s) * C + c0;
         const float* a = a_.data() + c0;
         const float* b = b_.data() + c0;
-        bf16_to_floats(x + off, bx, len);
+        bf16_to_floats(x + off, bx, rows * len);
         if (!dy) {
-          for (int64_t c = 0; c < len; ++c) bx[c] = bx[c] * a[c] + b[c];
-          floats_to_bf16(bx, y + off, len);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < len; ++c) bx[r * len + c] = bx[r * len + c] * a[c] + b[c];
+          floats_to_bf16(bx, y + off, rows * len);
         } else {
           const float* k = k_.data() + c0;
           const float* mf = mf_.data() + c0;
-          bf16_to_floats(dy + off, bd, len);
-          for (int64_t c = 0; c < len; ++c) bd[c] = (bd[c] - b[c] - (bx[c] - mf[c]) * k[c]) * a[c];
-          floats_to_bf16(bd, y + off, len);
+          bf16_to_floats(dy + off, bd, rows * len);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < len; ++c) {
+              float* g = bd + r * len + c;
+              *g = (*g - b[c] - (bx[r * len + c] - mf[c]) * k[c]) * a[c];
+            }
+          floats_to_bf16(bd, y + off, rows * len);
         }
       }
   }
