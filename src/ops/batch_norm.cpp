@@ -1,5 +1,6 @@
-// aten.native_batch_norm and its backward on float32 or float64 (N, C, *) tensors,
-// viewed as [N, C, S]; per-channel work runs in parallel over channels.
+// aten.native_batch_norm and its backward on float32, float64 or bfloat16
+// (N, C, *) tensors, viewed as [N, C, S]; per-channel work runs in parallel
+// over channels.
 //
 // Training mode normalises with the batch's statistics: mean and biased
 // variance accumulated in double in one pass, shifted by the channel's first
@@ -12,7 +13,7 @@
 // returns empty saves ([0], as PyTorch on CPU).
 //
 // float64 runs the plain kernels with every tensor float64 (plan_layouts
-// blocks float32 values only).
+// lays out float32 and bfloat16 values only).
 //
 // bfloat16 (torch's autocast form: input, output, grad_out and grad_input
 // bfloat16, every per-channel tensor float32) has its own plain kernels,
@@ -20,12 +21,16 @@
 // float32 kernels' arithmetic on it: the same double sums and shift, the
 // same float coefficients, and one rounding of each output value.
 //
-// A rank-4 input may be channel-blocked (N, C/B, H, W, B) (plan_layouts);
-// the blocked kernels then work on whole blocks of B channels, one vector
-// lane per channel, with per-sample partial sums added in sample order.
+// A rank-4 float32 input may be channel-blocked (N, C/B, H, W, B)
+// (plan_layouts); the blocked kernels then work on whole blocks of B
+// channels, one vector lane per channel, with per-sample partial sums added
+// in sample order. A rank-4 bfloat16 input may be channels-last (N, H, W, C)
+// instead (batch_norm_nhwc.cpp: the same arithmetic as the plain bfloat16
+// kernels, summed in another order).
 #include <cmath>
 #include <string>
 
+#include "ops/batch_norm_nhwc.h"
 #include "ops/block_sums.h"
 #include "ops/layout.h"
 #include "ops/op.h"
@@ -464,8 +469,12 @@ class BnBlockedKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_bn(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 0, {});
-  if (k.node.input(0).dtype == DType::BF16)  // always plain (plan_layouts blocks float32 only)
+  // bfloat16 first: it is plain or channels-last, which has no block.
+  if (k.node.input(0).dtype == DType::BF16) {
+    if (port_layout(k.node, false, 0, k.node.input(0)) == Layout::ChannelsLast)
+      return make_bn_nhwc_bf16(g.N, g.C, g.S, false, bn_training(k.node), k.node.attr_float("eps"));
     return std::make_unique<BnFwdBf16Kernel>(g, bn_training(k.node), k.node.attr_float("eps"));
+  }
   if (k.node.input(0).dtype == DType::F64)
     return std::make_unique<BnFwdKernel<double>>(g, bn_training(k.node), k.node.attr_float("eps"));
   const int64_t B = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
@@ -564,8 +573,12 @@ class BnBwdKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
   BnGeom g = bn_geom(k.node, 1, {});
-  if (k.node.input(1).dtype == DType::BF16)
+  if (k.node.input(1).dtype == DType::BF16) {  // before layout_block, as in make_bn
+    if (port_layout(k.node, false, 1, k.node.input(1)) == Layout::ChannelsLast)
+      return make_bn_nhwc_bf16(g.N, g.C, g.S, true, k.node.attr_bool("train"),
+                                k.node.attr_float("eps"));
     return std::make_unique<BnBwdBf16Kernel>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
+  }
   if (k.node.input(1).dtype == DType::F64)
     return std::make_unique<BnBwdKernel<double>>(g, k.node.attr_bool("train"),
                                                  k.node.attr_float("eps"));
@@ -585,19 +598,20 @@ void register_batch_norm_ops(OpRegistry& r) {
            "(bfloat16: float32 weight, bias, stats and saves), optional weight/bias; "
            "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
            "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
-           "output may be channel-blocked (plan_layouts)",
+           "output may be channel-blocked (float32) or channels-last (bfloat16) (plan_layouts)",
            infer_bn, make_bn};
-  bn.layouts = LayoutCaps{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr};
-  bn.bf16 = Bf16::Native;  // BnFwdBf16Kernel
+  bn.layouts = LayoutCaps{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr, true};
+  bn.bf16 = Bf16::Native;  // BnFwdBf16Kernel, or make_bn_nhwc_bf16's
   r.add(std::move(bn));
   OpDef bwd{opname::batch_norm_backward,
             "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; "
             "train=true reads save_mean/save_invstd, train=false running_mean/running_var; "
-            "grad_out, input and grad_input may be channel-blocked (plan_layouts)",
+            "grad_out, input and grad_input may be channel-blocked (float32) or channels-last "
+            "(bfloat16) (plan_layouts)",
             infer_bn_bwd, make_bn_bwd};
   const std::vector<PortRef> acts{in_port(0), in_port(1), out_port(0)};
-  bwd.layouts = LayoutCaps{acts, {acts}, nullptr};
-  bwd.bf16 = Bf16::Native;  // BnBwdBf16Kernel
+  bwd.layouts = LayoutCaps{acts, {acts}, nullptr, true};
+  bwd.bf16 = Bf16::Native;  // BnBwdBf16Kernel, or make_bn_nhwc_bf16's
   r.add(std::move(bwd));
 }
 

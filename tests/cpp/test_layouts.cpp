@@ -4,6 +4,7 @@
 // bad layout attributes are refused with the node and port named.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -17,6 +18,7 @@
 #include "passes/plan_layouts.h"
 #include "runtime/executor.h"
 #include "test_util.h"
+#include "trainstep/bfloat16.h"
 
 using namespace ts_test;
 using ts::HostTensor;
@@ -86,18 +88,20 @@ void expect_close(const HostTensor& got, const HostTensor& want, float rtol, flo
   EXPECT_TRUE(all_close(got, std::vector<float>(f32(want), f32(want) + want.view.numel()), rtol, atol));
 }
 
-std::map<std::string, std::string> planned(const std::string& text, int64_t block) {
+std::map<std::string, std::string> planned(const std::string& text, int64_t block,
+                                           bool channels_last = false) {
   ts::Function f = ts::parse_function(text);
-  ts::plan_layouts(f, block);
+  ts::plan_layouts(f, block, channels_last);
   return layouts(f);
 }
 
-// Runs the function (planned for `block` when above 1) on the inputs and
-// returns copies of its outputs.
+// Runs the function (planned for `block` when above 1, bfloat16 values
+// channels-last with `channels_last`) on the inputs and returns copies of
+// its outputs.
 std::vector<HostTensor> run_fn(const std::string& text, int64_t block,
-                               const std::vector<const HostTensor*>& in) {
+                               const std::vector<const HostTensor*>& in, bool channels_last = false) {
   ts::Function f = ts::parse_function(text);
-  if (block > 1) ts::plan_layouts(f, block);
+  if (block > 1) ts::plan_layouts(f, block, channels_last);
   ts::Executor ex(f, 1, true);
   for (size_t i = 0; i < in.size(); ++i) ex.bind_input(static_cast<int>(i), in[i]->view.data);
   ex.run();
@@ -276,6 +280,60 @@ TEST(PlanLayouts, CarriesTheLayoutThroughBatchNormAndPointwiseNodes) {
   // One reader outside the set (a sum over %g1) keeps the whole set plain.
   l = planned(block_fn(", %t {role=output, index=6}", "  %t = aten.sum.default(%g1) {\"dtype\":null}\n"), 16);
   for (const char* v : set) EXPECT_EQ(l[v], "plain") << v;
+}
+
+// The bfloat16 form under autocast: conv -> batch norm (float32 weight,
+// bias and saves) -> relu -> conv, and the batch norm's backward between a
+// convolution's gradient and the first convolution's backward.
+std::string bf16_block_fn() {
+  return "func f(%x: bfloat16[2, 16, 6, 6] {role=input}, %w0: bfloat16[16, 16, 3, 3] {role=input, index=1}, "
+         "%w: bfloat16[16, 16, 3, 3] {role=input, index=2}, "
+         "%gamma: float32[16] {role=input, index=3}, %beta: float32[16] {role=input, index=4}, "
+         "%dy: bfloat16[2, 16, 6, 6] {role=input, index=5}) {\n"
+         "  %c = aten.convolution.default(%x, %w0) " + kConv + "}\n"
+         "  %bn.0, %bn.1, %bn.2 = aten.native_batch_norm.default(%c, %gamma, %beta, None, None) " + kBn + "\n"
+         "  %r = aten.relu.default(%bn.0)\n"
+         "  %o = aten.convolution.default(%r, %w) " + kConv + "}\n"
+         "  %d = aten.convolution.default(%dy, %w) " + kConv + "}\n"
+         "  %gb.0, %gb.1, %gb.2 = aten.native_batch_norm_backward.default(%d, %c, %gamma, None, None, %bn.1, %bn.2) " + kBnBwd + "\n"
+         "  %gc.0, %gc.1, %gc.2 = aten.convolution_backward.default(%gb.0, %x, %w0) " + kConv +
+         ",\"bias_sizes\":null,\"output_mask\":[true,true,false]}\n"
+         "  return %o {role=output}, %gc.0 {role=output, index=1}, %gc.1 {role=output, index=2}, "
+         "%gb.1 {role=output, index=3}, %gb.2 {role=output, index=4}, %bn.1 {role=output, index=5}, "
+         "%bn.2 {role=output, index=6}\n}\n";
+}
+
+TEST(PlanLayouts, CarriesChannelsLastThroughBfloat16BatchNorm) {
+  const char* set[] = {"c", "bn.0", "r", "d", "gb.0"};
+  auto l = planned(bf16_block_fn(), 16, /*channels_last=*/true);
+  for (const char* v : set) EXPECT_EQ(l[v], "nhwc") << v;
+  for (const char* v : {"o", "gc.0", "gc.1", "gb.1", "bn.1"}) EXPECT_EQ(l[v], "plain") << v;
+  l = planned(bf16_block_fn(), 16, /*channels_last=*/false);
+  for (const char* v : set) EXPECT_EQ(l[v], "plain") << v;
+  // And computes what the plain program does: the convolutions run
+  // channels-last either way; batch norm's nhwc kernels add their double
+  // sums in another order, so values agree to a bfloat16 rounding.
+  std::mt19937 rng(29);
+  auto bf = [&](const ts::Shape& s, float lo, float hi) {
+    HostTensor t = random_f32(s, rng, lo, hi), r(ts::DType::BF16, s);
+    for (int64_t i = 0; i < t.view.numel(); ++i) r.view.as<uint16_t>()[i] = ts::float_to_bf16(f32(t)[i]);
+    return r;
+  };
+  HostTensor x = bf({2, 16, 6, 6}, -1.f, 1.f), w0 = bf({16, 16, 3, 3}, -0.3f, 0.3f),
+             w = bf({16, 16, 3, 3}, -0.3f, 0.3f), dy = bf({2, 16, 6, 6}, -1.f, 1.f);
+  HostTensor gamma = random_f32({16}, rng, 0.5f, 1.5f), beta = random_f32({16}, rng);
+  const std::vector<const HostTensor*> in = {&x, &w0, &w, &gamma, &beta, &dy};
+  auto want = run_fn(bf16_block_fn(), 16, in, false), got = run_fn(bf16_block_fn(), 16, in, true);
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    ASSERT_EQ(got[i].view.type(), want[i].view.type());
+    const bool b = want[i].view.dtype == ts::DType::BF16;
+    for (int64_t k = 0; k < want[i].view.numel(); ++k) {
+      const float g = b ? ts::bf16_to_float(got[i].view.as<uint16_t>()[k]) : f32(got[i])[k];
+      const float e = b ? ts::bf16_to_float(want[i].view.as<uint16_t>()[k]) : f32(want[i])[k];
+      EXPECT_NEAR(g, e, 0x1p-7f * std::fabs(e) + 1e-3f) << k;
+    }
+  }
 }
 
 // The planned block against the plain one. Batch norm's blocked kernels add
