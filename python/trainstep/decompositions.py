@@ -19,8 +19,11 @@ from .index_decompositions import (_as_strided_scatter, _embedding, _index, _ind
 #   such as `0.9 * loss` hit;
 # - batch norm: one kernel each way instead of ~10 reductions and pointwise
 #   passes (the exporter's F.batch_norm stand-in, patches.py, keeps the op
-#   functional).
-KEEP = {"aten.native_layer_norm_backward.default",
+#   functional);
+# - addmm: 2.x keeps it; 1.13's decomposition computes in float32 (opmath),
+#   which under bfloat16 autocast widens both operands and runs the linear
+#   layer as a float32 mm instead of a bfloat16 product.
+KEEP = {"aten.native_layer_norm_backward.default", "aten.addmm.default",
         "aten._softmax.default", "aten._softmax_backward_data.default",
         "aten._log_softmax.default", "aten._log_softmax_backward_data.default",
         "aten._to_copy.default",

@@ -54,12 +54,12 @@ def test_products_run_in_bfloat16_and_state_stays_float32(tmp_path):
         for t in n.get("types") or []:
             if t:
                 by_op.setdefault(n["op"], set()).add(t["dtype"])
-    # The convolutions and the linear layers' products run in bfloat16
-    # (torch 1.13's capture writes the forward linear as a float32 mm of
-    # bfloat16 values widened, the same one rounding, so only some of its
-    # mm are bfloat16).
+    # The convolutions and the linear layers' products run in bfloat16,
+    # under 1.13 too (whose addmm decomposition would widen the forward
+    # linear to a float32 mm: the exporter keeps addmm whole).
     assert by_op["aten.convolution.default"] == {"bfloat16"}, by_op
-    assert "bfloat16" in by_op.get("aten.addmm.default", set()) | by_op.get("aten.mm.default", set())
+    assert by_op["aten.addmm.default"] == {"bfloat16"}, by_op
+    assert "bfloat16" in by_op["aten.mm.default"], by_op
     assert "bfloat16" in by_op["aten._to_copy.default"]
     loss = [o for o in train["outputs"] if o["role"] == "loss"]
     assert loss and loss[0]["dtype"] == "float32"
