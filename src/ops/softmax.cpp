@@ -7,6 +7,8 @@
 // Backward, with y the forward output and g the incoming gradient:
 //   softmax:     dx = y * (g - sum(g * y))
 //   log_softmax: dx = g - exp(y) * sum(g)
+// bfloat16 (Bf16::Native): each line widened to float32, the same line
+// routines, the result rounded once (as torch's CPU kernels).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -167,7 +169,7 @@ struct Bf16Lines {
     uint16_t* y = out.as<uint16_t>();
     parallel_region(l.O * R * I > kParallelMin, [&](int t, int nt) {
       float* buf = static_cast<float*>(scratch.data()) + static_cast<int64_t>(t) * (nin + 1) * R;
-      const float* ins[2] = {buf, buf + R};
+      const float* ins[2] = {buf, buf + R};  // the widened inputs (nin of them)
       float* o = buf + nin * R;
       int64_t b, e;
       split_range(lines, t, nt, b, e);
