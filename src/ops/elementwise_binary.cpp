@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "ops/bf16_kernel.h"
 #include "ops/broadcast.h"
 #include "ops/tile.h"
 
@@ -393,6 +394,11 @@ struct WhereKernel : Kernel {
     const void* a = slot[0].get(in[1], ct);
     const void* b = slot[1].get(in[2], ct);
     void* o = out_dt == ct ? out[0].data : out_scratch.data();
+    if (ct == DType::BF16) {  // selection of bfloat16 bit patterns
+      run_typed(in[0].as<bool>(), static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+                static_cast<uint16_t*>(o));
+      return;
+    }
     dispatch_dtype(ct, [&](auto tag) {
       using T = decltype(tag);
       run_typed(in[0].as<bool>(), static_cast<const T*>(a), static_cast<const T*>(b),
@@ -409,11 +415,29 @@ std::vector<TensorType> where_infer(const NodeCtx& ctx) {
   return {{r, broadcast_shapes(ctx, {ctx.input(0).shape, ctx.input(1).shape, ctx.input(2).shape})}};
 }
 
+// A bfloat16 result selects bit patterns when each value operand is
+// bfloat16, or a one-element float operand that torch's promotion casts to
+// bfloat16: rounded once (a float64 through float32, as c10 converts), as
+// the float32 twin would round its selected value. Other operands (integer
+// or bool tensors) take the float32 twin.
+bool where_selects_bf16(const NodeCtx& ctx, DType out) {
+  if (out != DType::BF16) return false;
+  for (int i = 1; i <= 2; ++i) {
+    const TensorType& t = ctx.input(i);
+    const bool one_float = (t.dtype == DType::F32 || t.dtype == DType::F64) && t.numel() == 1;
+    if (t.dtype != DType::BF16 && !one_float) return false;
+  }
+  return true;
+}
+
 std::unique_ptr<Kernel> where_make(const KernelCtx& kc) {
   const NodeCtx& ctx = kc.node;
+  const DType out_dt = kc.outputs[0].dtype;
+  if (out_dt == DType::BF16 && !where_selects_bf16(ctx, out_dt))
+    return make_via_float32(*OpRegistry::get().find(ctx.op()), kc);
   auto k = std::make_unique<WhereKernel>();
-  k->out_dt = kc.outputs[0].dtype;
-  k->ct = compute_dtype(k->out_dt);
+  k->out_dt = out_dt;
+  k->ct = out_dt == DType::BF16 ? DType::BF16 : compute_dtype(out_dt);
   k->plan = make_bcast_plan(ctx, kc.outputs[0].shape,
                             {ctx.input(0).shape, ctx.input(1).shape, ctx.input(2).shape});
   k->slot[0].prepare(ctx.input(1), k->ct);
@@ -579,8 +603,10 @@ void register_elementwise_binary_ops(OpRegistry& r) {
     r.add(std::move(scalar));
   }
   OpDef where{"aten.where.self",
-              "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other",
+              "condition ? self : other; condition bool; 3-way broadcast; promotion over self/other; "
+              "a bfloat16 result selects bfloat16 bits (a one-element float operand rounded once)",
               &where_infer, &where_make, false, &where_tile, true};
+  where.bf16 = Bf16::Native;  // where_make: bit selection, or the float32 twin
   where.fuse_role = FuseRole::Where;
   where.pointwise = {PwCode::Where};
   r.add(std::move(where));

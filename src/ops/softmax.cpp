@@ -7,12 +7,17 @@
 // Backward, with y the forward output and g the incoming gradient:
 //   softmax:     dx = y * (g - sum(g * y))
 //   log_softmax: dx = g - exp(y) * sum(g)
+// bfloat16 (Bf16::Native): each line widened to float32, the same line
+// routines, the result rounded once (as torch's CPU kernels).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "ops/broadcast.h"
+#include "ops/parallel.h"
 #include "ops/vmath.h"
 #include "ops/softmax.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 
@@ -45,6 +50,139 @@ std::vector<TensorType> fwd_infer(const NodeCtx& ctx) {
   return {{ctx.input(0).dtype, ctx.input(0).shape}};
 }
 
+// One line of R elements at stride I; the float32 and bfloat16 kernels
+// share these, so a bfloat16 line (widened to float32, contiguous) gets the
+// arithmetic its float32 twin would.
+
+// A contiguous float32 line, vectorised: the max, exp through the vector
+// math, and the sum in double over vector lanes. A NaN element needs no test
+// of its own: it makes the sum NaN, so every output is NaN, as the scalar
+// scan's NaN max gives. ys must not alias xs.
+template <bool Log>
+void fwd_line_vec(const float* xs, float* ys, int64_t R) {
+  double sum = 0;
+  float mv = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mv)
+  for (int64_t r = 0; r < R; ++r) mv = xs[r] > mv ? xs[r] : mv;
+  const float m = mv;
+  for (int64_t r = 0; r < R; ++r) ys[r] = xs[r] - m;
+  vexp(ys, ys, R);
+#pragma omp simd reduction(+ : sum)
+  for (int64_t r = 0; r < R; ++r) sum += ys[r];
+  if (Log) {
+    const float ls = static_cast<float>(std::log(sum));
+    for (int64_t r = 0; r < R; ++r) ys[r] = (xs[r] - m) - ls;
+  } else {
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t r = 0; r < R; ++r) ys[r] *= inv;
+  }
+}
+
+template <bool Log, class T>
+void fwd_line_scalar(const T* xs, T* ys, int64_t R, int64_t I) {
+  double sum = 0;
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t r = 0; r < R; ++r) m = (xs[r * I] > m || xs[r * I] != xs[r * I]) ? xs[r * I] : m;
+  if (Log) {
+    for (int64_t r = 0; r < R; ++r) sum += std::exp(xs[r * I] - m);
+    // (x - max) first: exact for nearby values, so large logits lose
+    // nothing to rounding max + log(sum) at their magnitude (as PyTorch).
+    const T ls = static_cast<T>(std::log(sum));
+    for (int64_t r = 0; r < R; ++r) ys[r * I] = (xs[r * I] - m) - ls;
+  } else {
+    for (int64_t r = 0; r < R; ++r) {
+      const T e = std::exp(xs[r * I] - m);
+      ys[r * I] = e;
+      sum += e;
+    }
+    const T inv = static_cast<T>(1.0 / sum);
+    for (int64_t r = 0; r < R; ++r) ys[r * I] *= inv;
+  }
+}
+
+// The float32 kernel's choice for a tensor whose lines have stride I, run on
+// one line: contiguous lines take the vector form.
+template <bool Log, class T>
+void fwd_line(const T* xs, T* ys, int64_t R, int64_t I, bool contiguous) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (contiguous) return fwd_line_vec<Log>(xs, ys, R);
+  }
+  fwd_line_scalar<Log>(xs, ys, R, I);
+}
+
+// Backward line; ds must not alias gs or ys.
+template <bool Log, class T>
+void bwd_line(const T* gs, const T* ys, T* ds, int64_t R, int64_t I, bool contiguous) {
+  double s = 0;
+  if (Log) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t r = 0; r < R; ++r) s += gs[r * I];
+    const T st = static_cast<T>(s);
+    if constexpr (std::is_same_v<T, float>) {
+      if (contiguous) {
+        vexp(ys, ds, R);
+        for (int64_t r = 0; r < R; ++r) ds[r] = gs[r] - ds[r] * st;
+        return;
+      }
+    }
+    for (int64_t r = 0; r < R; ++r) ds[r * I] = gs[r * I] - std::exp(ys[r * I]) * st;
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t r = 0; r < R; ++r) s += static_cast<double>(gs[r * I]) * ys[r * I];
+    const T st = static_cast<T>(s);
+    for (int64_t r = 0; r < R; ++r) ds[r * I] = ys[r * I] * (gs[r * I] - st);
+  }
+}
+
+// bfloat16 lines (torch's CPU kernels for bfloat16 without half_to_float):
+// each line widened to float32 in per-thread scratch, the float32 line
+// routine run on it, and the result rounded to bfloat16 once. The scratch
+// (nin + 1 lines of R floats per thread) is sized at construction.
+struct Bf16Lines {
+  Lines l;
+  int nthr = 1;
+  int nin = 1;
+  Buffer scratch;
+
+  void init(const KernelCtx& kc, int inputs) {
+    l = softmax_lines(kc.node, kc.node.input(0).shape);
+    nthr = kc.threads > 0 ? kc.threads : omp_get_max_threads();
+    nin = inputs;
+    scratch = Buffer(static_cast<size_t>(nthr) * (nin + 1) * std::max<int64_t>(l.R, 1) * sizeof(float));
+  }
+
+  static void widen(const uint16_t* src, float* dst, int64_t R, int64_t I) {
+    if (I == 1) bf16_to_floats(src, dst, R);
+    else
+      for (int64_t r = 0; r < R; ++r) dst[r] = bf16_to_float(src[r * I]);
+  }
+  static void narrow(const float* src, uint16_t* dst, int64_t R, int64_t I) {
+    if (I == 1) floats_to_bf16(src, dst, R);
+    else
+      for (int64_t r = 0; r < R; ++r) dst[r * I] = float_to_bf16(src[r]);
+  }
+
+  // f(in lines, out line) on each line, in[k] widened, out rounded back.
+  template <class F>
+  void run(const Tensor* in, Tensor& out, F&& f) const {
+    const int64_t R = l.R, I = l.I, lines = l.O * I;
+    uint16_t* y = out.as<uint16_t>();
+    parallel_region(l.O * R * I > kParallelMin, [&](int t, int nt) {
+      float* buf = static_cast<float*>(scratch.data()) + static_cast<int64_t>(t) * (nin + 1) * R;
+      const float* ins[2] = {buf, buf + R};  // the widened inputs (nin of them)
+      float* o = buf + nin * R;
+      int64_t b, e;
+      split_range(lines, t, nt, b, e);
+      for (int64_t line = b; line < e; ++line) {
+        const int64_t base = (line / I) * R * I + line % I;
+        for (int k = 0; k < nin; ++k) widen(in[k].as<uint16_t>() + base, buf + k * R, R, I);
+        f(ins, o);
+        narrow(o, y + base, R, I);
+      }
+    }, nthr);
+  }
+};
+
 template <bool Log>
 struct FwdKernel : Kernel {
   Lines l;
@@ -52,51 +190,8 @@ struct FwdKernel : Kernel {
   void run_typed(const T* x, T* y) const {
     const int64_t R = l.R, I = l.I;
     parallel_for(l.O * I, l.O * R * I > kParallelMin, [&](int64_t line) {
-      const int64_t o = line / I, i = line % I;
-      const T* xs = x + o * R * I + i;
-      T* ys = y + o * R * I + i;
-      double sum = 0;
-      if constexpr (std::is_same_v<T, float>) {
-        if (I == 1) {
-          // A contiguous line, vectorised: the max, exp through the vector
-          // math, and the sum in double over vector lanes. A NaN element
-          // needs no test of its own: it makes the sum NaN, so every output
-          // is NaN, as the scalar scan's NaN max gives.
-          float mv = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mv)
-          for (int64_t r = 0; r < R; ++r) mv = xs[r] > mv ? xs[r] : mv;
-          const float m = mv;
-          for (int64_t r = 0; r < R; ++r) ys[r] = xs[r] - m;
-          vexp(ys, ys, R);
-#pragma omp simd reduction(+ : sum)
-          for (int64_t r = 0; r < R; ++r) sum += ys[r];
-          if (Log) {
-            const T ls = static_cast<T>(std::log(sum));
-            for (int64_t r = 0; r < R; ++r) ys[r] = (xs[r] - m) - ls;
-          } else {
-            const T inv = static_cast<T>(1.0 / sum);
-            for (int64_t r = 0; r < R; ++r) ys[r] *= inv;
-          }
-          return;
-        }
-      }
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t r = 0; r < R; ++r) m = (xs[r * I] > m || xs[r * I] != xs[r * I]) ? xs[r * I] : m;
-      if (Log) {
-        for (int64_t r = 0; r < R; ++r) sum += std::exp(xs[r * I] - m);
-        // (x - max) first: exact for nearby values, so large logits lose
-        // nothing to rounding max + log(sum) at their magnitude (as PyTorch).
-        const T ls = static_cast<T>(std::log(sum));
-        for (int64_t r = 0; r < R; ++r) ys[r * I] = (xs[r * I] - m) - ls;
-      } else {
-        for (int64_t r = 0; r < R; ++r) {
-          const T e = std::exp(xs[r * I] - m);
-          ys[r * I] = e;
-          sum += e;
-        }
-        const T inv = static_cast<T>(1.0 / sum);
-        for (int64_t r = 0; r < R; ++r) ys[r * I] *= inv;
-      }
+      const int64_t base = (line / I) * R * I + line % I;
+      fwd_line<Log>(x + base, y + base, R, I, I == 1);
     });
   }
   void run(const Tensor* in, Tensor* out) override {
@@ -107,7 +202,25 @@ struct FwdKernel : Kernel {
 };
 
 template <bool Log>
+struct FwdBf16Kernel : Kernel {
+  Bf16Lines b;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const int64_t R = b.l.R;
+    const bool contiguous = b.l.I == 1;
+    b.run(in, out[0], [&](const float* const* x, float* y) {
+      fwd_line<Log, float>(x[0], y, R, 1, contiguous);
+    });
+  }
+};
+
+template <bool Log>
 std::unique_ptr<Kernel> fwd_make(const KernelCtx& kc) {
+  if (kc.node.input(0).dtype == DType::BF16) {
+    auto k = std::make_unique<FwdBf16Kernel<Log>>();
+    k->b.init(kc, 1);
+    return k;
+  }
   auto k = std::make_unique<FwdKernel<Log>>();
   k->l = softmax_lines(kc.node, kc.node.input(0).shape);
   return k;
@@ -138,30 +251,10 @@ struct BwdKernel : Kernel {
   template <class T>
   void run_typed(const T* g, const T* y, T* dx) const {
     const int64_t R = l.R, I = l.I;
+    // dx has its own buffer (this op writes over no input).
     parallel_for(l.O * I, l.O * R * I > kParallelMin, [&](int64_t line) {
       const int64_t base = (line / I) * R * I + line % I;
-      const T* gs = g + base;
-      const T* ys = y + base;
-      T* ds = dx + base;
-      double s = 0;
-      if (Log) {
-#pragma omp simd reduction(+ : s)
-        for (int64_t r = 0; r < R; ++r) s += gs[r * I];
-        const T st = static_cast<T>(s);
-        if constexpr (std::is_same_v<T, float>) {
-          if (I == 1) {  // ds has its own buffer (this op writes over no input)
-            vexp(ys, ds, R);
-            for (int64_t r = 0; r < R; ++r) ds[r] = gs[r] - ds[r] * st;
-            return;
-          }
-        }
-        for (int64_t r = 0; r < R; ++r) ds[r * I] = gs[r * I] - std::exp(ys[r * I]) * st;
-      } else {
-#pragma omp simd reduction(+ : s)
-        for (int64_t r = 0; r < R; ++r) s += static_cast<double>(gs[r * I]) * ys[r * I];
-        const T st = static_cast<T>(s);
-        for (int64_t r = 0; r < R; ++r) ds[r * I] = ys[r * I] * (gs[r * I] - st);
-      }
+      bwd_line<Log>(g + base, y + base, dx + base, R, I, I == 1);
     });
   }
   void run(const Tensor* in, Tensor* out) override {
@@ -172,7 +265,25 @@ struct BwdKernel : Kernel {
 };
 
 template <bool Log>
+struct BwdBf16Kernel : Kernel {
+  Bf16Lines b;
+  void run(const Tensor* in, Tensor* out) override {
+    if (!out[0].data) return;
+    const int64_t R = b.l.R;
+    const bool contiguous = b.l.I == 1;
+    b.run(in, out[0], [&](const float* const* x, float* dx) {
+      bwd_line<Log, float>(x[0], x[1], dx, R, 1, contiguous);
+    });
+  }
+};
+
+template <bool Log>
 std::unique_ptr<Kernel> bwd_make(const KernelCtx& kc) {
+  if (kc.node.input(0).dtype == DType::BF16) {
+    auto k = std::make_unique<BwdBf16Kernel<Log>>();
+    k->b.init(kc, 2);
+    return k;
+  }
   auto k = std::make_unique<BwdKernel<Log>>();
   k->l = softmax_lines(kc.node, kc.node.input(0).shape);
   return k;
@@ -181,17 +292,22 @@ std::unique_ptr<Kernel> bwd_make(const KernelCtx& kc) {
 }  // namespace
 
 void register_softmax_ops(OpRegistry& r) {
-  const std::string f = "; float32/float64, sums in double";
-  r.add(OpDef{opname::softmax, "exp(self - max) / sum(exp(self - max)) along attr dim" + f,
-              &fwd_infer, &fwd_make<false>});
-  r.add(OpDef{opname::log_softmax, "self - max - log(sum(exp(self - max))) along attr dim" + f,
-              &fwd_infer, &fwd_make<true>});
-  r.add(OpDef{opname::softmax_backward,
-              "softmax gradient output * (grad_output - sum(grad_output * output)) along attr dim" + f,
-              &bwd_infer, &bwd_make<false>});
-  r.add(OpDef{opname::log_softmax_backward,
-              "log_softmax gradient grad_output - exp(output) * sum(grad_output) along attr dim" + f,
-              &bwd_infer, &bwd_make<true>});
+  // bfloat16: each line widened to float32, the float32 arithmetic, one rounding.
+  const std::string f = "; float32/float64, sums in double; bfloat16 lines computed in float32, rounded once";
+  OpDef sm{opname::softmax, "exp(self - max) / sum(exp(self - max)) along attr dim" + f, &fwd_infer,
+           &fwd_make<false>};
+  OpDef lsm{opname::log_softmax, "self - max - log(sum(exp(self - max))) along attr dim" + f, &fwd_infer,
+            &fwd_make<true>};
+  OpDef smb{opname::softmax_backward,
+            "softmax gradient output * (grad_output - sum(grad_output * output)) along attr dim" + f,
+            &bwd_infer, &bwd_make<false>};
+  OpDef lsmb{opname::log_softmax_backward,
+             "log_softmax gradient grad_output - exp(output) * sum(grad_output) along attr dim" + f,
+             &bwd_infer, &bwd_make<true>};
+  for (OpDef* d : {&sm, &lsm, &smb, &lsmb}) {
+    d->bf16 = Bf16::Native;  // FwdBf16Kernel, BwdBf16Kernel
+    r.add(std::move(*d));
+  }
 }
 
 }  // namespace ts

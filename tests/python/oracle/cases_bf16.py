@@ -284,6 +284,20 @@ def _softmax():
              Node("aten._log_softmax.default", ["n0"], {"dim": d, "half_to_float": False}),
              Node("aten._log_softmax_backward_data.default", ["g", "n1"], {"dim": d, "input_dtype": BF})]),
             tol=(1e-5, 1e-6)))
+    # After the cases above, so their names (and seeds) stay as they were.
+    for fwd, bwd in (("aten._softmax.default", "aten._softmax_backward_data.default"),
+                     ("aten._log_softmax.default", "aten._log_softmax_backward_data.default")):
+        # Long lines (contiguous and strided), and masked attention: -inf
+        # entries from masked_fill (some lines wholly masked: NaN both sides).
+        for s, d in (((3, 70001), 1), ((20001, 3), 0), ((2, 3, 8, 8), -1), ((2, 8, 3), 1)):
+            mask = In(s, B) if s != (2, 3, 8, 8) else In((8, 8), B)
+            prog = {"x": In(s, BF, kind="uniform", lo=-8, hi=8), "m": mask, "g": In(s, BF)}
+            masked = Node("aten.masked_fill.Scalar", ["x", "m"], {"value": "-inf"})
+            out.append(Case(fwd, Program(prog, [masked, Node(fwd, ["n0"], {"dim": d, "half_to_float": False})]),
+                            ulp=1, ulp_scale=1))
+            out.append(Case(bwd, Program(prog, [
+                masked, Node(fwd, ["n0"], {"dim": d, "half_to_float": False}),
+                Node(bwd, ["g", "n1"], {"dim": d, "input_dtype": BF})]), ulp=1, ulp_scale=2))
     return out
 
 
@@ -437,7 +451,23 @@ def _shapes():
     ]
 
 
+def _where_bits():
+    """where on a bfloat16 result selects bit patterns: the attention mask's
+    broadcast condition, and one-element float operands rounded once (a
+    float64 through float32, as c10 converts). Last, so the cases above keep
+    their names (and seeds)."""
+    out = []
+    for v in (float("-inf"), 0.1, 1.0 + 2.0 ** -8 + 2.0 ** -30, 3.0e38):
+        out += [op_case("aten.where.self", In((1, 1, 8, 8), B), In((2, 3, 8, 8), BF), In((), F, kind="values", values=v)),
+                op_case("aten.where.self", In((3, 1), B), In((), D, kind="values", values=v), In((3, 7), BF)),
+                op_case("aten.where.self", In((5, 6), B), In((5, 6), BF, kind="special"), Scalar(v))]
+    out += [op_case("aten.where.self", In((2, 1, 70001), B), In((2, 3, 70001), BF), In((3, 1), BF)),
+            op_case("aten.where.self", In((4, 5), B), In((4, 5), BF), In((1,), F)),  # one element, 1-d: float32
+            op_case("aten.where.self", In((4, 5), B), In((4, 5), BF), In((4, 5), I))]  # int64 -> bfloat16
+    return out
+
+
 def cases():
     return (_casts() + _scalars() + _binary() + _compare() + _unary() + _select() + _reductions() + _softmax() +
             _matmuls() + _convs() + _pools() + _norms() + _batch_norms() +
-            _shapes())
+            _shapes() + _where_bits())

@@ -1,0 +1,106 @@
+// Softmax and log_softmax (and their gradients) on bfloat16 lines
+// (Bf16::Native) against the same node's float32 kernel on the same inputs,
+// rounded once (make_kernel's ViaFloat32 form). The bfloat16 kernels widen
+// each line and run the float32 line routines, so the two agree bit for bit
+// (NaN with NaN).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bf16_test_util.h"
+#include "ops/op.h"
+#include "ops/softmax.h"
+#include "trainstep/bfloat16.h"
+
+using ts::DType;
+using ts::HostTensor;
+using ts::Shape;
+using json = nlohmann::json;
+
+namespace {
+
+using bf16_test::Bf16Node;
+using bf16_test::random_bf16;
+
+::testing::AssertionResult same_bits(const HostTensor& got, const HostTensor& want) {
+  const int64_t n = want.view.numel();
+  if (got.view.type() != want.view.type() || want.view.dtype != DType::BF16)
+    return ::testing::AssertionFailure() << "types " << got.view.type().str() << " and "
+                                         << want.view.type().str();
+  const uint16_t* g = got.view.as<uint16_t>();
+  const uint16_t* w = want.view.as<uint16_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = ts::bf16_to_float(g[i]), b = ts::bf16_to_float(w[i]);
+    if (g[i] != w[i] && !(std::isnan(a) && std::isnan(b)))
+      return ::testing::AssertionFailure() << "at " << i << " of " << want.view.type().str()
+                                           << ": got " << a << ", want " << b;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Every k-th element -inf (masked attention); k = 0: none.
+void mask(HostTensor& t, int64_t k) {
+  if (k <= 0) return;
+  uint16_t* p = t.view.as<uint16_t>();
+  for (int64_t i = 0; i < t.view.numel(); i += k) p[i] = ts::float_to_bf16(-INFINITY);
+}
+
+struct Case {
+  Shape shape;
+  int64_t dim;
+  int64_t mask_every;
+};
+
+const std::vector<Case> kCases = {
+    {{32, 4, 64, 64}, -1, 3},  // the transformer's attention, parallel lines
+    {{5, 7}, 1, 0},
+    {{3, 11, 6}, 1, 4},    // strided lines
+    {{2, 9, 5}, 0, 0},     // strided, O = 1
+    {{4, 70000}, -1, 5},   // long lines
+    {{70000, 3}, 0, 0},    // long strided lines
+    {{}, 0, 0},            // 0-d
+    {{6, 1, 3}, 1, 0},     // lines of one
+};
+
+TEST(Bf16Softmax, ForwardMatchesFloat32Twin) {
+  std::mt19937 rng(11);
+  for (const char* op : {ts::opname::softmax, ts::opname::log_softmax})
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(std::string(op) + " " + (ts::TensorType{DType::BF16, c.shape}).str() + " dim " +
+                   std::to_string(c.dim));
+      HostTensor x = random_bf16(c.shape, rng, -8.f, 8.f);
+      mask(x, c.mask_every);
+      const json attrs = {{"dim", c.dim}, {"half_to_float", false}};
+      Bf16Node n(op, attrs, {&x});
+      EXPECT_TRUE(same_bits(n.run(*n.native, {&x})[0], n.run(*n.via_f32, {&x})[0]));
+    }
+}
+
+TEST(Bf16Softmax, BackwardMatchesFloat32Twin) {
+  std::mt19937 rng(12);
+  const struct {
+    const char* bwd;
+    const char* fwd;
+  } ops[] = {{ts::opname::softmax_backward, ts::opname::softmax},
+             {ts::opname::log_softmax_backward, ts::opname::log_softmax}};
+  for (const auto& o : ops)
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(std::string(o.bwd) + " " + (ts::TensorType{DType::BF16, c.shape}).str() + " dim " +
+                   std::to_string(c.dim));
+      // The output a forward node gives (with masked zeros / -inf), and a gradient.
+      HostTensor x = random_bf16(c.shape, rng, -8.f, 8.f);
+      mask(x, c.mask_every);
+      Bf16Node f(o.fwd, {{"dim", c.dim}, {"half_to_float", false}}, {&x});
+      HostTensor y = std::move(f.run(*f.native, {&x})[0]);
+      HostTensor g = random_bf16(c.shape, rng, -2.f, 2.f);
+      const json attrs = {{"dim", c.dim}, {"input_dtype", "bfloat16"}};
+      Bf16Node n(o.bwd, attrs, {&g, &y});
+      EXPECT_TRUE(same_bits(n.run(*n.native, {&g, &y})[0], n.run(*n.via_f32, {&g, &y})[0]));
+    }
+}
+
+}  // namespace
