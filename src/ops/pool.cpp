@@ -3,7 +3,8 @@
 // Windows that tile the input (kernel == stride, no padding or dilation, the
 // common 2x2/2 case) take a branch-free fast path with the same results.
 // float64 runs the general path (and its backward); the code pair that the
-// fuse_relu_backward pass makes is float32 only.
+// fuse_relu_backward pass makes is float32, or bfloat16 where windows do
+// not overlap (pool_code.cpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -242,21 +243,29 @@ std::unique_ptr<Kernel> make_bwd(const KernelCtx& k) {
 // runs pool_code.cpp's.
 
 PoolGeom code_geom(const NodeCtx& ctx, const TensorType& x) {
-  if (x.dtype != DType::F32) ctx.fail("only float32 is supported, got " + x.str());
+  if (x.dtype != DType::F32 && x.dtype != DType::BF16)
+    ctx.fail("only float32 and bfloat16 are supported, got " + x.str());
   PoolGeom g = max_pool_geom(ctx, x);
   if (g.kh * g.kw > 128) ctx.fail("windows of more than 128 elements do not fit a byte code");
+  if (x.dtype == DType::BF16 && pool_detail::windows_overlap(g))
+    ctx.fail("bfloat16 windows must not overlap (each gradient is copied, not added)");
   return g;
 }
 
 // The channel count of a rank-4 value (the blocked layouts' planes).
 int64_t channels(const TensorType& x) { return x.shape.size() == 4 ? x.shape[1] : 1; }
 
+// plane_at's block for a port: channels-last is one block of all C.
+int64_t plane_block(Layout l, const TensorType& x) {
+  return l == Layout::ChannelsLast ? channels(x) : layout_block(l);
+}
+
 // The input and the values may be channel-blocked (plan_layouts, between
 // convolutions); codes are always plain (N, C, OH, OW).
 std::vector<TensorType> infer_code_fwd(const NodeCtx& ctx) {
   ctx.expect_inputs(1);
   PoolGeom g = code_geom(ctx, ctx.input(0));
-  TensorType y{DType::F32, g.out_shape};
+  TensorType y{ctx.input(0).dtype, g.out_shape};
   check_layout_ports(ctx, {0}, {0});
   port_layout(ctx, false, 0, ctx.input(0));
   port_layout(ctx, true, 0, y);
@@ -266,6 +275,17 @@ std::vector<TensorType> infer_code_fwd(const NodeCtx& ctx) {
 std::unique_ptr<Kernel> make_code_fwd(const KernelCtx& k) {
   const TensorType& x = k.node.input(0);
   PoolGeom g = code_geom(k.node, x);
+  if (x.dtype == DType::BF16) {
+    const int64_t C = channels(x);
+    const int64_t xb = plane_block(port_layout(k.node, false, 0, x), x);
+    const int64_t yb = plane_block(port_layout(k.node, true, 0, k.outputs[0]), x);
+    return make_fn_kernel([g, xb, yb, C](const Tensor* in, Tensor* out) {
+      uint16_t* y = out[0].as<uint16_t>();
+      uint8_t* code = out[1].as<uint8_t>();
+      if (!y || !code) fail("trainstep.max_pool2d_code: both outputs are needed");
+      pool_detail::max_pool_code_any(g, C, xb, yb, in[0].as<uint16_t>(), y, code);
+    });
+  }
   const int64_t block = layout_block(port_layout(k.node, false, 0, x));
   const int64_t y_block = layout_block(port_layout(k.node, true, 0, k.outputs[0]));
   const bool fast = pool_detail::max_pool_tiles(g) && y_block == 1;
@@ -289,7 +309,7 @@ TensorType code_bwd_input(const NodeCtx& ctx) {
   int64_t H, W;
   ctx.attr_pair("input_size", H, W);
   if (go.shape.size() < 3) ctx.fail("grad_output must be rank 3 or 4, got " + go.str());
-  TensorType x{DType::F32, go.shape};
+  TensorType x{go.dtype, go.shape};
   x.shape[x.shape.size() - 2] = H;
   x.shape[x.shape.size() - 1] = W;
   return x;
@@ -301,8 +321,9 @@ std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
   PoolGeom g = code_geom(ctx, x);
   const TensorType& go = ctx.input(0);
   const TensorType& code = ctx.input(1);
-  if (go.dtype != DType::F32 || go.shape != g.out_shape)
-    ctx.fail("grad_output must be float32" + shape_str(g.out_shape) + ", got " + go.str());
+  if (go.shape != g.out_shape)  // its dtype is x's, checked by code_geom
+    ctx.fail("grad_output must be " + std::string(dtype_name(go.dtype)) + shape_str(g.out_shape) +
+             ", got " + go.str());
   if (code.dtype != DType::U8 || code.shape != g.out_shape)
     ctx.fail("code must be uint8" + shape_str(g.out_shape) + ", got " + code.str());
   check_layout_ports(ctx, {0}, {0});
@@ -314,6 +335,20 @@ std::vector<TensorType> infer_code_bwd(const NodeCtx& ctx) {
 std::unique_ptr<Kernel> make_code_bwd(const KernelCtx& k) {
   const TensorType x = code_bwd_input(k.node);
   PoolGeom g = code_geom(k.node, x);
+  if (x.dtype == DType::BF16) {
+    const int64_t C = channels(x);
+    const int64_t ib = plane_block(port_layout(k.node, true, 0, x), x);
+    const int64_t gb = plane_block(port_layout(k.node, false, 0, k.node.input(0)), x);
+    const std::string where = "node '" + k.node.node() + "' (" + k.node.op() + ")";
+    return make_fn_kernel([g, ib, gb, C, where](const Tensor* in, Tensor* out) {
+      if (!out[0].data) return;
+      const int64_t bad = pool_detail::max_pool_code_any_backward(
+          g, C, gb, ib, in[0].as<uint16_t>(), in[1].as<uint8_t>(), out[0].as<uint16_t>());
+      if (bad)
+        fail(where + ": " + std::to_string(bad) + " window codes name no element of the input "
+             "(input 1 must be the codes trainstep.max_pool2d_code made)");
+    });
+  }
   const int64_t block = layout_block(port_layout(k.node, true, 0, x));
   const int64_t go_block = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
   if (!pool_detail::max_pool_tiles(g) || go_block > 1) {
@@ -850,11 +885,13 @@ void register_pool_ops(OpRegistry& r) {
             "(N,)C,H,W returning values and int64 flat h*W+w indices as PyTorch; "
             "stride/padding/dilation/ceil_mode",
             infer_fwd, make_fwd};
-  // Becomes trainstep.max_pool2d_code (+ its backward) for float32 when a
-  // window's offset fits the code's 7 bits.
+  // Becomes trainstep.max_pool2d_code (+ its backward) when a window's
+  // offset fits the code's 7 bits: float32, or bfloat16 windows that do not
+  // overlap.
   fwd.relu_backward_fusable = [](const NodeCtx& n, const TensorType& x) {
     const pool_detail::PoolGeom g = max_pool_geom(n, x);  // the node's error for invalid attrs
-    return x.dtype == DType::F32 && g.kh * g.kw <= 128;
+    return g.kh * g.kw <= 128 &&
+           (x.dtype == DType::F32 || (x.dtype == DType::BF16 && !pool_detail::windows_overlap(g)));
   };
   fwd.fuse_role = FuseRole::MaxPool;
   fwd.relu_fused = "trainstep.max_pool2d_code";
@@ -870,20 +907,24 @@ void register_pool_ops(OpRegistry& r) {
   bwd.bf16 = Bf16::Native;
   r.add(std::move(bwd));
   OpDef code{"trainstep.max_pool2d_code",
-             "max_pool2d of float32 (N,)C,H,W (windows of at most 128 elements), returning the "
-             "values and one uint8 per window (argmax offset in the window, bit 7: max > 0 or "
-             "NaN) for trainstep.max_pool2d_code_backward (created by a compiler pass); the "
-             "input and the values may be channel-blocked (plan_layouts)",
+             "max_pool2d of float32 or bfloat16 (windows that do not overlap) (N,)C,H,W (windows "
+             "of at most 128 elements), returning the values and one uint8 per window (argmax "
+             "offset in the window, bit 7: max > 0 or NaN) for "
+             "trainstep.max_pool2d_code_backward (created by a compiler pass); the input and the "
+             "values may be channel-blocked (float32) or channels-last (bfloat16) (plan_layouts)",
              infer_code_fwd, make_code_fwd};
-  code.layouts = LayoutCaps{{in_port(0), out_port(0)}, {}, nullptr};
+  code.layouts = LayoutCaps{{in_port(0), out_port(0)}, {}, nullptr, true};
+  code.bf16 = Bf16::Native;
   r.add(std::move(code));
   OpDef code_bwd{"trainstep.max_pool2d_code_backward",
                  "Gradient of max_pool2d(relu(.)) w.r.t. the relu output from the window codes: "
                  "where(x <= 0, 0, max-pool backward); attr input_size [H, W] (created by a "
-                 "compiler pass); grad_output and grad_input may be channel-blocked "
-                 "(plan_layouts); overlapping windows add up",
+                 "compiler pass); float32 or bfloat16; grad_output and grad_input may be "
+                 "channel-blocked (float32) or channels-last (bfloat16) (plan_layouts); "
+                 "overlapping float32 windows add up",
                  infer_code_bwd, make_code_bwd};
-  code_bwd.layouts = LayoutCaps{{in_port(0), out_port(0)}, {}, nullptr};
+  code_bwd.layouts = LayoutCaps{{in_port(0), out_port(0)}, {}, nullptr, true};
+  code_bwd.bf16 = Bf16::Native;
   r.add(std::move(code_bwd));
 }
 

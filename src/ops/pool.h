@@ -61,6 +61,16 @@ int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_bloc
                                    int64_t gi_block, const float* go, const uint8_t* code,
                                    float* gi);
 
+// The same over bfloat16 bits, x and y plain (block 1) or channels-last
+// (block C). The backward needs windows that do not overlap: it copies each
+// gradient to its argmax instead of adding.
+bool windows_overlap(const PoolGeom& g);
+void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_block,
+                       const uint16_t* x, uint16_t* y, uint8_t* code);
+int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block,
+                                   int64_t gi_block, const uint16_t* go, const uint8_t* code,
+                                   uint16_t* gi);
+
 }  // namespace pool_detail
 
 using pool_detail::PoolGeom;

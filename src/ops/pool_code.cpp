@@ -2,7 +2,8 @@
 // any layouts of the values (pool.h): the torchvision ResNet stem's 3x3,
 // stride-2, padding-1 pool after a relu, between channel-blocked
 // convolutions. Windows that tile a plain or blocked input into plain
-// values keep pool.cpp's faster kernels.
+// values keep pool.cpp's faster kernels. bfloat16 (plain or channels-last,
+// which plane_at sees as one block of all C channels) runs plane by plane.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -10,13 +11,15 @@
 
 #include "ops/parallel.h"
 #include "ops/pool.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
 namespace pool_detail {
 namespace {
 
 // Where plane p (of N * C) of a rank-4 value starts, and its element step:
-// plain, or channel-blocked (lane c % block of block c / block).
+// plain, or channel-blocked (lane c % block of block c / block); a block of
+// C channels is channels-last.
 struct PlaneAt {
   int64_t base, step;
 };
@@ -130,7 +133,80 @@ int64_t unpool_lanes(const PoolGeom& g, const float* go, int64_t gs, const uint8
   return bad;
 }
 
+// pool_lanes<1> over bfloat16 bits: the same rule on the widened values,
+// and the max's own bits copied out (widening is exact, so the comparisons
+// are the float32 path's).
+void pool_plane_bf16(const PoolGeom& g, const uint16_t* x, int64_t xs, uint16_t* y, int64_t ys,
+                     uint8_t* code) {
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const Window wd = window(g, oh, ow);
+      float best = -std::numeric_limits<float>::infinity();
+      uint16_t bits = 0xFF80;  // -inf, as the float32 path's empty window
+      int32_t at = static_cast<int32_t>(wd.i0 * g.kw + wd.j0);
+      for (int64_t i = wd.i0; i < wd.i1; ++i)
+        for (int64_t j = wd.j0; j < wd.j1; ++j) {
+          const uint16_t b = x[((wd.h0 + i * g.dh) * g.W + wd.w0 + j * g.dw) * xs];
+          const float v = bf16_to_float(b);
+          if (v > best || v != v) best = v, bits = b, at = static_cast<int32_t>(i * g.kw + j);
+        }
+      const int64_t o = oh * g.OW + ow;
+      y[o * ys] = bits;
+      code[o] = code_of(at, best);
+    }
+}
+
+// unpool_lanes<1> for windows that do not overlap (code_geom refuses
+// others for bfloat16): each input element takes at most one gradient, so
+// it is copied, bits and all, where float32 would add it to 0.
+int64_t unpool_plane_bf16(const PoolGeom& g, const uint16_t* go, int64_t gs, const uint8_t* code,
+                          const CodeSteps& cs, uint16_t* gi, int64_t is) {
+  int64_t bad = 0;
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const int64_t o = oh * g.OW + ow, h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+      const int c = code[o];
+      if (!(c & kCodePass)) continue;
+      const int64_t h = h0 + cs.di[c & (kCodePass - 1)], w = w0 + cs.dj[c & (kCodePass - 1)];
+      if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
+        ++bad;
+        continue;
+      }
+      gi[(h * g.W + w) * is] = go[o * gs];
+    }
+  return bad;
+}
+
 }  // namespace
+
+bool windows_overlap(const PoolGeom& g) {
+  return g.sh < (g.kh - 1) * g.dh + 1 || g.sw < (g.kw - 1) * g.dw + 1;
+}
+
+void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_block,
+                       const uint16_t* x, uint16_t* y, uint8_t* code) {
+  const int64_t in = g.H * g.W, out = g.OH * g.OW;
+  parallel_for(g.planes, true, [&](int64_t p) {
+    const PlaneAt xa = plane_at(p, C, in, x_block), ya = plane_at(p, C, out, y_block);
+    pool_plane_bf16(g, x + xa.base, xa.step, y + ya.base, ya.step, code + p * out);
+  });
+}
+
+int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_block,
+                                   int64_t gi_block, const uint16_t* go, const uint8_t* code,
+                                   uint16_t* gi) {
+  const int64_t in = g.H * g.W, out = g.OH * g.OW, n = g.planes * in;
+  const CodeSteps cs(g);
+  std::atomic<int64_t> bad{0};
+  parallel_for((n + 4095) / 4096, true, [&](int64_t k) {
+    std::fill(gi + k * 4096, gi + std::min(n, (k + 1) * 4096), uint16_t{0});
+  });
+  parallel_for(g.planes, true, [&](int64_t p) {
+    const PlaneAt ga = plane_at(p, C, out, go_block), ia = plane_at(p, C, in, gi_block);
+    bad += unpool_plane_bf16(g, go + ga.base, ga.step, code + p * out, cs, gi + ia.base, ia.step);
+  });
+  return bad;
+}
 
 void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_block,
                        const float* x, float* y, uint8_t* code) {

@@ -31,8 +31,9 @@ struct Rewriter {
     return v >= 0 && !outs[v] && readers[v].size() == 1 && readers[v][0] == node;
   }
 
-  // Pooling backward %g (node gi) of where-node wi, mask from x.
-  bool pool(int wi, int gi, int x) {
+  // Pooling backward %g (node gi), mask from x; node yi (the where, or the
+  // cast ending autocast's detour) becomes the code backward.
+  bool pool(int yi, int gi, int x) {
     const Node& pb = f.nodes[gi];
     const int idx = pb.inputs[2];
     if (pb.inputs[1] != x || f.producer[idx] < 0) return false;
@@ -55,7 +56,7 @@ struct Rewriter {
     fw.def = nullptr;  // compact() re-resolves it
     fw.outputs[1] = code;
     fw.declared[1] = ct;
-    Node& y = f.nodes[wi];
+    Node& y = f.nodes[yi];
     y.op = code_bwd;
     y.def = nullptr;
     y.attrs = fw.attrs;
@@ -132,7 +133,7 @@ void fuse_relu_backward(Function& f) {
     if (f.value_types[f.nodes[yi].outputs[0]] != f.value_types[x]) continue;
     const FuseRole role = def_of(f.nodes[gi_at]).fuse_role;
     bool done = false;
-    if (role == FuseRole::MaxPoolBackward && yi == wi) done = rw.pool(wi, gi_at, x);
+    if (role == FuseRole::MaxPoolBackward) done = rw.pool(yi, gi_at, x);
     if (role == FuseRole::ConvBackward) done = rw.conv(yi, gi_at, x, gv);
     if (!done) continue;
     const bool le_dies = rw.only_reader(mask, wi);

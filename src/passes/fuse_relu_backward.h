@@ -23,8 +23,8 @@
 // Under bfloat16 autocast the trace runs relu's backward in float32:
 //   %y = to_bf16(where(le(to_f32(%x), 0), 0, to_f32(%g)))
 // which equals where(%x <= 0, 0, %g) exactly (both casts from bfloat16 are
-// exact, and 0 or a bfloat16 value rounds to itself), so case 2 folds it
-// too, casts and all.
+// exact, and 0 or a bfloat16 value rounds to itself), so both cases fold it
+// too, casts and all (bfloat16 max-pool windows must not overlap).
 #pragma once
 #include "ir/program.h"
 

@@ -238,6 +238,66 @@ TEST(FuseReluBackward, AutocastsFloat32DetourFoldsCastsAndAll) {
   EXPECT_EQ(folded.find("aten.where"), std::string::npos) << folded;
 }
 
+// The same detour after a max pool over the relu (MNIST's conv, relu,
+// pool under autocast) folds into the code pair; windows that overlap stay.
+std::string autocast_pool_fn(const std::string& attrs, const std::string& g = "2, 3, 2, 3") {
+  return "func f(%x: bfloat16[2, 3, 4, 6] {role=input}, %g: bfloat16[" + g + "] {role=input, index=1}) {\n"
+         "  %p.0, %p.1 = aten.max_pool2d_with_indices.default(%x) " + attrs + "\n"
+         "  %pb = aten.max_pool2d_with_indices_backward.default(%g, %x, %p.1) " + attrs + "\n"
+         "  %xf = aten._to_copy.default(%x) " + kToF32 + "\n"
+         "  %le = aten.le.Scalar(%xf) {\"other\":0}\n"
+         "  %zero = trainstep.constant() {\"dtype\":\"float32\",\"value\":0.0}\n"
+         "  %gf = aten._to_copy.default(%pb) " + kToF32 + "\n"
+         "  %yf = aten.where.self(%le, %zero, %gf)\n"
+         "  %y = aten._to_copy.default(%yf) " + kToBf16 + "\n"
+         "  return %y {role=output}, %p.0 {role=output, index=1}\n}\n";
+}
+
+TEST(FuseReluBackward, AutocastsDetourAfterAPoolFoldsIntoTheCodePair) {
+  const std::string bwd_attrs =
+      R"({"ceil_mode":false,"dilation":[1,1],"input_size":[4,6],"kernel_size":[2,2],"padding":[0,0],"stride":[]})";
+  EXPECT_EQ(run_pass(ts::fuse_relu_backward, autocast_pool_fn(kPoolAttrs)),
+            "func f(%x: bfloat16[2, 3, 4, 6] {role=input}, %g: bfloat16[2, 3, 2, 3] {role=input, index=1}) {\n"
+            "  %p.0, %p.0.code = trainstep.max_pool2d_code(%x) " + kPoolAttrs + "\n"
+            "  %y = trainstep.max_pool2d_code_backward(%g, %p.0.code) " + bwd_attrs + "\n"
+            "  return %y {role=output}, %p.0 {role=output, index=1}\n}\n");
+  const std::string overlap =
+      R"({"ceil_mode":false,"dilation":[1,1],"kernel_size":[2,2],"padding":[0,0],"stride":[1,1]})";
+  const std::string text = autocast_pool_fn(overlap, "2, 3, 3, 5");
+  EXPECT_EQ(run_pass(ts::fuse_relu_backward, text), run_pass([](ts::Function&) {}, text));
+}
+
+// The folded pool's bits are the detour's: NaN, zeros and -0 in the input.
+TEST(MaxPoolCode, AutocastsDetourGivesTheSameBits) {
+  ts::Function fused = ts::parse_function(autocast_pool_fn(kPoolAttrs));
+  ts::fuse_relu_backward(fused);
+  ASSERT_EQ(fused.nodes[0].op, "trainstep.max_pool2d_code");
+  ts::Function plain = ts::parse_function(autocast_pool_fn(kPoolAttrs));
+  std::mt19937 rng(9);
+  HostTensor x = bf16_test::random_bf16({2, 3, 4, 6}, rng), g = bf16_test::random_bf16({2, 3, 2, 3}, rng);
+  x.view.as<uint16_t>()[1] = 0x7FC0;
+  x.view.as<uint16_t>()[5] = 0;
+  x.view.as<uint16_t>()[6] = 0x8000;
+  for (int i = 24; i < 30; ++i) x.view.as<uint16_t>()[i] = 0xBF80;  // a window of -1s: relu blocks
+  auto run = [&](const ts::Function& f) {
+    ts::Executor ex(f, 1, true);
+    ex.bind_input(0, x.view.data);
+    ex.bind_input(1, g.view.data);
+    ex.run();
+    std::vector<std::vector<uint16_t>> r;
+    for (int i = 0; i < 2; ++i) {
+      const ts::Tensor& t = ex.output(i);
+      r.emplace_back(t.as<uint16_t>(), t.as<uint16_t>() + t.numel());
+    }
+    return r;
+  };
+  auto want = run(plain), got = run(fused);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("output " + std::to_string(i));
+    EXPECT_EQ(got[i], want[i]);
+  }
+}
+
 // The fold is exact: the fused bfloat16 kernel gives the detour's bits,
 // NaN and zeros in the relu's input included.
 TEST(ConvBackwardRelu, AutocastsDetourGivesTheSameBits) {

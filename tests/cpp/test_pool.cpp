@@ -9,6 +9,7 @@
 #include "op_test_util.h"
 #include "conv_ref.h"
 #include "ops/pool.h"
+#include "trainstep/bfloat16.h"
 #include "test_util.h"
 
 using namespace ts_test;
@@ -322,4 +323,96 @@ TEST(MaxPoolCode, CodesOutsideTheInputAreRefused) {
     EXPECT_NE(e.find("node 'n0' (trainstep.max_pool2d_code_backward): 1 window codes name no "
                      "element of the input"), std::string::npos) << e;
   }
+}
+
+namespace {
+
+// NCHW <-> NHWC of bfloat16 bits.
+std::vector<uint16_t> nhwc_of(const std::vector<uint16_t>& x, int64_t N, int64_t C, int64_t HW, bool to_nhwc) {
+  std::vector<uint16_t> r(x.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < HW; ++s) {
+        const int64_t plain = (n * C + c) * HW + s, last = (n * HW + s) * C + c;
+        r[to_nhwc ? last : plain] = x[to_nhwc ? plain : last];
+      }
+  return r;
+}
+
+bool same_value(float a, float b) { return (a != a && b != b) || std::memcmp(&a, &b, 4) == 0; }
+
+}  // namespace
+
+// The bfloat16 code pair against the float32 one on the widened values
+// (widening is exact, so every value, code and gradient must agree; NaN as
+// NaN), plain and channels-last, on windows that do not overlap: ties,
+// zeros, -inf, NaN, padding, dilation, remainder rows.
+TEST(MaxPoolCode, Bfloat16MatchesFloat32OnWidenedValues) {
+  namespace pd = ts::pool_detail;
+  std::mt19937 rng(43);
+  auto r = [&](int lo, int hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  int ran = 0;
+  for (int t = 0; t < 40; ++t) {
+    pd::PoolGeom g{};
+    const int64_t N = 2, C = r(1, 20);
+    g.planes = N * C, g.H = r(3, 11), g.W = r(3, 11), g.kh = r(1, 3), g.kw = r(1, 3);
+    g.dh = r(1, 2), g.dw = r(1, 2);
+    g.sh = (g.kh - 1) * g.dh + 1 + r(0, 1), g.sw = (g.kw - 1) * g.dw + 1 + r(0, 1);  // no overlap
+    g.ph = r(0, g.kh / 2), g.pw = r(0, g.kw / 2);
+    g.OH = ref_out(g.H, g.kh, g.ph, g.sh, g.dh, false), g.OW = ref_out(g.W, g.kw, g.pw, g.sw, g.dw, false);
+    if (g.OH < 1 || g.OW < 1) continue;
+    ASSERT_FALSE(pd::windows_overlap(g));
+    ++ran;
+    SCOPED_TRACE("case " + std::to_string(t));
+    const int64_t ni = g.planes * g.H * g.W, no = g.planes * g.OH * g.OW;
+    std::vector<uint16_t> xb(ni), gob(no);
+    std::vector<float> xf(ni), gof(no);
+    for (int64_t i = 0; i < ni; ++i) {
+      float v = std::uniform_real_distribution<float>(-1, 1)(rng);
+      if (t % 4 == 1) v = std::round(v * 2);  // ties and zeros
+      if (t % 4 >= 2 && r(0, 5) == 0) v = -inf;
+      if (t % 4 == 3 && r(0, 7) == 0) v = nan;
+      xb[i] = ts::float_to_bf16(v);
+      xf[i] = ts::bf16_to_float(xb[i]);
+    }
+    for (int64_t o = 0; o < no; ++o) {
+      gob[o] = ts::float_to_bf16(std::uniform_real_distribution<float>(-1, 1)(rng));
+      gof[o] = ts::bf16_to_float(gob[o]);
+    }
+    std::vector<float> y_ref(no), gi_ref(ni);
+    std::vector<uint8_t> code_ref(no);
+    pd::max_pool_code_any(g, C, 1, 1, xf.data(), y_ref.data(), code_ref.data());
+    ASSERT_EQ(0, pd::max_pool_code_any_backward(g, C, 1, 1, gof.data(), code_ref.data(), gi_ref.data()));
+    for (const bool last : {false, true}) {
+      SCOPED_TRACE(last ? "nhwc" : "plain");
+      const int64_t blk = last ? C : 1;
+      const std::vector<uint16_t> xin = last ? nhwc_of(xb, N, C, g.H * g.W, true) : xb;
+      std::vector<uint16_t> y(no);
+      std::vector<uint8_t> code(no);
+      pd::max_pool_code_any(g, C, blk, blk, xin.data(), y.data(), code.data());
+      if (last) y = nhwc_of(y, N, C, g.OH * g.OW, false);
+      for (int64_t o = 0; o < no; ++o)
+        ASSERT_TRUE(same_value(ts::bf16_to_float(y[o]), y_ref[o])) << "value " << o;
+      ASSERT_EQ(code, code_ref);
+      const std::vector<uint16_t> gin = last ? nhwc_of(gob, N, C, g.OH * g.OW, true) : gob;
+      std::vector<uint16_t> gi(ni, 0x7FC0);  // all written
+      ASSERT_EQ(0, pd::max_pool_code_any_backward(g, C, blk, blk, gin.data(), code.data(), gi.data()));
+      if (last) gi = nhwc_of(gi, N, C, g.H * g.W, false);
+      for (int64_t i = 0; i < ni; ++i)
+        ASSERT_TRUE(same_value(ts::bf16_to_float(gi[i]), gi_ref[i])) << "gradient " << i;
+    }
+  }
+  EXPECT_GT(ran, 20);
+}
+
+// Overlapping bfloat16 windows would add gradients in bfloat16: the code
+// pair refuses them (the pass leaves such a pool unfused).
+TEST(MaxPoolCode, Bfloat16RefusesOverlappingWindows) {
+  const json attrs = {{"kernel_size", {3, 3}}, {"stride", {2, 2}}, {"padding", {1, 1}},
+                      {"dilation", {1, 1}}, {"ceil_mode", false}};
+  HostTensor x(DType::BF16, {1, 2, 6, 6});
+  std::fill(x.view.as<uint16_t>(), x.view.as<uint16_t>() + x.view.numel(), uint16_t{0});
+  const std::string e = error_of([&] { run_op("trainstep.max_pool2d_code", attrs, {&x}); });
+  EXPECT_NE(e.find("bfloat16 windows must not overlap"), std::string::npos) << e;
 }
