@@ -14,7 +14,9 @@
 
 #include "ops/block_sums.h"
 #include "ops/reduce.h"
+#include "trainstep/bfloat16.h"
 
+#include "ops/bf16_kernel.h"
 #include "ops/broadcast.h"
 #include "ops/layout.h"
 
@@ -109,6 +111,14 @@ struct SumOp {
   static A init() { return A(0); }
   static A step(A a, T x) { return wrap_add(a, static_cast<A>(x)); }
   static A merge(A a, A b) { return wrap_add(a, b); }
+};
+// A bfloat16 element summed as its float32 value in double: the steps
+// SumOp<float, double> takes on the widened tensor, so the same order and
+// roundings.
+struct Bf16SumOp {
+  static double init() { return 0; }
+  static double step(double a, uint16_t x) { return a + static_cast<double>(bf16_to_float(x)); }
+  static double merge(double a, double b) { return a + b; }
 };
 template <class T>
 struct MaxOp {
@@ -277,8 +287,29 @@ struct RedKernel : Kernel {
     }
   }
 
+  // sum/mean of bfloat16 (Bf16::Native), read in place: the double sum
+  // rounded as the float32 twin between conversions rounds it (double ->
+  // float32 -> bfloat16 for a bfloat16 result, double -> float32 for a
+  // float32 one, none for float64).
+  bool bf16_in = false;
+  void run_bf16(const uint16_t* x, void* o) const {
+    const double n = static_cast<double>(count);
+    const bool mean = op == Red::Mean;
+    if (out_dt == DType::BF16)
+      reduce_run<Bf16SumOp, double>(plan, x, static_cast<uint16_t*>(o), [n, mean](double a) {
+        return float_to_bf16(static_cast<float>(mean ? a / n : a));
+      });
+    else if (out_dt == DType::F32)
+      reduce_run<Bf16SumOp, double>(plan, x, static_cast<float*>(o),
+                                    [n, mean](double a) { return static_cast<float>(mean ? a / n : a); });
+    else
+      reduce_run<Bf16SumOp, double>(plan, x, static_cast<double*>(o),
+                                    [n, mean](double a) { return mean ? a / n : a; });
+  }
+
   void run(const Tensor* in, Tensor* out) override {
     if (!out[0].data) return;
+    if (bf16_in) return run_bf16(in[0].as<uint16_t>(), out[0].data);
     const void* x = slot.get(in[0], ct);
     void* o = out_dt == ct ? out[0].data : out_scratch.data();
     dispatch_dtype(ct, [&](auto tag) {
@@ -293,18 +324,36 @@ template <Red OP>
 std::unique_ptr<Kernel> red_make(const KernelCtx& kc) {
   const NodeCtx& ctx = kc.node;
   const TensorType& t = ctx.input(0);
+  // bfloat16 reaches here only for the Native sum/mean ops. A bfloat16
+  // input with a float result is read in place (run_bf16); anything else
+  // touching bfloat16 (an integer dtype attr, a bfloat16 dtype attr on
+  // another input) takes the float32 twin, whose conversions are the
+  // reference.
+  const DType out_dt = kc.outputs[0].dtype;
+  const bool bf16_in = t.dtype == DType::BF16;
+  const bool float_out = out_dt == DType::BF16 || out_dt == DType::F32 || out_dt == DType::F64;
+  if (bf16_in ? !float_out : out_dt == DType::BF16) {
+    const OpDef* def = OpRegistry::get().find(ctx.op());
+    if (!def) ctx.fail("op is not registered");
+    return make_via_float32(*def, kc);
+  }
   auto k = std::make_unique<RedKernel>();
   k->op = OP;
   auto red = reduced_dims(ctx, t.shape);
   k->plan = reduce_plan(ctx, t.shape, red);
-  k->out_dt = kc.outputs[0].dtype;
+  k->out_dt = out_dt;
+  k->count = k->plan.out_numel ? t.numel() / k->plan.out_numel : 0;
+  if (bf16_in) {
+    if (OP == Red::Max || OP == Red::Min) ctx.fail("amax/amin run bfloat16 through float32");
+    k->bf16_in = true;
+    return k;
+  }
   // sum/mean compute in the output dtype (int32/uint8 via int64); amax/amin
   // in the input dtype (bool via uint8, which orders the same way).
   if (OP == Red::Max || OP == Red::Min)
     k->ct = t.dtype == DType::Bool ? DType::U8 : t.dtype;
   else
     k->ct = compute_dtype(k->out_dt);
-  k->count = k->plan.out_numel ? t.numel() / k->plan.out_numel : 0;
   k->slot.prepare(t, k->ct);
   if (k->out_dt != k->ct) k->out_scratch = Buffer(static_cast<size_t>(k->plan.out_numel) * 8);
   return k;
@@ -367,6 +416,13 @@ std::unique_ptr<Kernel> mean_dim_make(const KernelCtx& kc) {
   const TensorType& t = kc.node.input(0);
   const int64_t block = layout_block(port_layout(kc.node, false, 0, t));
   if (block == 1) return red_make<Red::Mean>(kc);
+  // The blocked kernel reads float32: a bfloat16 input goes through its
+  // float32 twin (widening keeps the blocked order).
+  if (t.dtype == DType::BF16) {
+    const OpDef* def = OpRegistry::get().find(kc.node.op());
+    if (!def) kc.node.fail("op is not registered");
+    return make_via_float32(*def, kc);
+  }
   auto k = std::make_unique<BlockedMeanKernel>();
   k->B = static_cast<int>(block);
   k->pairs = t.shape[0] * (t.shape[1] / block);
@@ -435,17 +491,24 @@ std::unique_ptr<Kernel> argmax_make(const KernelCtx& kc) {
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
-  r.add(OpDef{opname::sum_dim,
-              "sum over attr dim (null/empty = all), keepdim, dtype; float32 accumulates in double; bool/int -> int64",
-              &red_infer<Red::Sum>, &red_make<Red::Sum>, false});
+  // bfloat16 (Native): read in place, summed in double, rounded as the
+  // float32 twin would round it (RedKernel::run_bf16).
+  OpDef sum_dim{opname::sum_dim,
+                "sum over attr dim (null/empty = all), keepdim, dtype; float32 and bfloat16 accumulate in double "
+                "(bfloat16 rounded via float32); bool/int -> int64",
+                &red_infer<Red::Sum>, &red_make<Red::Sum>, false};
+  sum_dim.bf16 = Bf16::Native;
+  r.add(std::move(sum_dim));
   r.add(OpDef{opname::sum, "sum of all elements (attr dtype); float32 accumulates in double; bool/int -> int64",
               &red_infer<Red::Sum>, &red_make<Red::Sum>, false});
   r.add(OpDef{opname::mean, "mean of all elements (attr dtype); float32/float64 only",
               &red_infer<Red::Mean>, &red_make<Red::Mean>, false});
   OpDef mean_dim{opname::mean_dim,
-                 "mean over attr dim (null/empty = all), keepdim, dtype; float32/float64 only; over dim "
-                 "[2, 3] the input may be channel-blocked (plan_layouts)",
+                 "mean over attr dim (null/empty = all), keepdim, dtype; float32/float64, and bfloat16 "
+                 "summed in double, rounded via float32; over dim [2, 3] the input may be channel-blocked "
+                 "(plan_layouts; bfloat16 then through float32)",
                  &mean_dim_infer, &mean_dim_make, false};
+  mean_dim.bf16 = Bf16::Native;
   mean_dim.layouts = LayoutCaps{{in_port(0)}, {}, &spatial_dims};
   r.add(std::move(mean_dim));
   r.add(OpDef{opname::amax, "max over attr dim (empty = all), keepdim; NaN propagates; any dtype",

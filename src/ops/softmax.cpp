@@ -7,13 +7,17 @@
 // Backward, with y the forward output and g the incoming gradient:
 //   softmax:     dx = y * (g - sum(g * y))
 //   log_softmax: dx = g - exp(y) * sum(g)
-// bfloat16 (Bf16::Native): each line widened to float32, the same line
-// routines, the result rounded once (as torch's CPU kernels).
+// bfloat16 (Bf16::Native): the float32 arithmetic on the widened line, the
+// result rounded once (as torch's CPU kernels). Contiguous forward lines
+// widen and round inside their own passes (fwd_line_bf16); other lines are
+// widened to scratch, run through the float32 routines and rounded.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ops/broadcast.h"
+#include "ops/isa_target.h"
 #include "ops/parallel.h"
 #include "ops/vmath.h"
 #include "ops/softmax.h"
@@ -54,21 +58,29 @@ std::vector<TensorType> fwd_infer(const NodeCtx& ctx) {
 // share these, so a bfloat16 line (widened to float32, contiguous) gets the
 // arithmetic its float32 twin would.
 
+// The sum of a line's exp values in double over vector lanes. One
+// out-of-line function for the float32 and bfloat16 lines, so both add in
+// the same order and round alike.
+__attribute__((noinline)) double exp_sum(const float* e, int64_t R) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t r = 0; r < R; ++r) sum += e[r];
+  return sum;
+}
+
 // A contiguous float32 line, vectorised: the max, exp through the vector
 // math, and the sum in double over vector lanes. A NaN element needs no test
 // of its own: it makes the sum NaN, so every output is NaN, as the scalar
 // scan's NaN max gives. ys must not alias xs.
 template <bool Log>
 void fwd_line_vec(const float* xs, float* ys, int64_t R) {
-  double sum = 0;
   float mv = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mv)
   for (int64_t r = 0; r < R; ++r) mv = xs[r] > mv ? xs[r] : mv;
   const float m = mv;
   for (int64_t r = 0; r < R; ++r) ys[r] = xs[r] - m;
   vexp(ys, ys, R);
-#pragma omp simd reduction(+ : sum)
-  for (int64_t r = 0; r < R; ++r) sum += ys[r];
+  const double sum = exp_sum(ys, R);
   if (Log) {
     const float ls = static_cast<float>(std::log(sum));
     for (int64_t r = 0; r < R; ++r) ys[r] = (xs[r] - m) - ls;
@@ -76,6 +88,125 @@ void fwd_line_vec(const float* xs, float* ys, int64_t R) {
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t r = 0; r < R; ++r) ys[r] *= inv;
   }
+}
+
+// ---- contiguous bfloat16 lines, conversions folded into the passes ----
+// The last pass of a line computes each float32 result and rounds it to
+// bfloat16 as it stores (softmax: e * inv; log_softmax: (x - m) - ls). GCC
+// leaves the scalar rounding rule unvectorised, so the rule is spelled out
+// on W lanes with vector extensions and compiled per ISA level; the scalar
+// level uses float_to_bf16 itself. Same bits as bf16_round_bits.
+template <int W>
+struct BfLanes {
+  typedef float f __attribute__((vector_size(W * 4)));
+  typedef uint32_t u __attribute__((vector_size(W * 4)));
+  typedef int32_t i __attribute__((vector_size(W * 4)));
+  typedef uint16_t h __attribute__((vector_size(W * 2)));
+};
+
+// Vectors by reference: these are unmarked templates inlined into marked
+// functions, and a 64-byte vector by value would change the unmarked ABI.
+template <int W>
+TS_INLINE void store_bf16(uint16_t* y, const typename BfLanes<W>::f& v) {
+  using L = BfLanes<W>;
+  typename L::u u;
+  std::memcpy(&u, &v, sizeof u);
+  const typename L::u r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const typename L::u nan = (typename L::u)((typename L::i)(u & 0x7FFFFFFFu) > 0x7F800000);
+  const typename L::h b = __builtin_convertvector((r & ~nan) | (nan & 0x7FC0u), typename L::h);
+  std::memcpy(y, &b, sizeof b);
+}
+
+template <int W>
+TS_INLINE void load_bf16(const uint16_t* x, typename BfLanes<W>::f& v) {
+  using L = BfLanes<W>;
+  typename L::h b;
+  std::memcpy(&b, x, sizeof b);
+  const typename L::u u = __builtin_convertvector(b, typename L::u) << 16;
+  std::memcpy(&v, &u, sizeof v);
+}
+
+// y = round(e * s), W lanes at a time, the tail scalar.
+template <int W>
+TS_INLINE void scale_round(const float* e, float s, uint16_t* y, int64_t R) {
+  int64_t r = 0;
+  for (; r + W <= R; r += W) {
+    typename BfLanes<W>::f v;
+    std::memcpy(&v, e + r, sizeof v);
+    v = v * s;
+    store_bf16<W>(y + r, v);
+  }
+  for (; r < R; ++r) y[r] = float_to_bf16(e[r] * s);
+}
+
+// y = round((x - m) - ls), x bfloat16.
+template <int W>
+TS_INLINE void shift_round(const uint16_t* x, float m, float ls, uint16_t* y, int64_t R) {
+  int64_t r = 0;
+  for (; r + W <= R; r += W) {
+    typename BfLanes<W>::f v;
+    load_bf16<W>(x + r, v);
+    v = (v - m) - ls;
+    store_bf16<W>(y + r, v);
+  }
+  for (; r < R; ++r) y[r] = float_to_bf16((bf16_to_float(x[r]) - m) - ls);
+}
+
+#if TS_X86
+TS_AVX512 void scale_round16(const float* e, float s, uint16_t* y, int64_t R) { scale_round<16>(e, s, y, R); }
+TS_AVX2 void scale_round8(const float* e, float s, uint16_t* y, int64_t R) { scale_round<8>(e, s, y, R); }
+TS_AVX512 void shift_round16(const uint16_t* x, float m, float ls, uint16_t* y, int64_t R) {
+  shift_round<16>(x, m, ls, y, R);
+}
+TS_AVX2 void shift_round8(const uint16_t* x, float m, float ls, uint16_t* y, int64_t R) {
+  shift_round<8>(x, m, ls, y, R);
+}
+#endif
+
+void scale_round_isa(const float* e, float s, uint16_t* y, int64_t R) {
+#if TS_X86
+  switch (cpu_isa()) {
+    case CpuIsa::Avx512: return scale_round16(e, s, y, R);
+    case CpuIsa::Avx2: return scale_round8(e, s, y, R);
+    case CpuIsa::Scalar: break;
+  }
+#endif
+  for (int64_t r = 0; r < R; ++r) y[r] = float_to_bf16(e[r] * s);
+}
+
+void shift_round_isa(const uint16_t* x, float m, float ls, uint16_t* y, int64_t R) {
+#if TS_X86
+  switch (cpu_isa()) {
+    case CpuIsa::Avx512: return shift_round16(x, m, ls, y, R);
+    case CpuIsa::Avx2: return shift_round8(x, m, ls, y, R);
+    case CpuIsa::Scalar: break;
+  }
+#endif
+  for (int64_t r = 0; r < R; ++r) y[r] = float_to_bf16((bf16_to_float(x[r]) - m) - ls);
+}
+
+// fwd_line_vec on a contiguous bfloat16 line, e (R floats) its scratch: the
+// max read from bfloat16, x - m widened straight into e, the same vexp and
+// exp_sum, and the last pass rounding as it stores. Every float32 value is
+// the one fwd_line_vec computes on the widened line (the max is the same
+// whatever the order: only +0 against -0 could differ, and with both in a
+// line the sum is at least 2, so neither exp(x - m) nor (x - m) - log(sum)
+// sees the sign).
+template <bool Log>
+void fwd_line_bf16(const uint16_t* xs, uint16_t* ys, float* e, int64_t R) {
+  float mv = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mv)
+  for (int64_t r = 0; r < R; ++r) {
+    const float v = bf16_to_float(xs[r]);
+    mv = v > mv ? v : mv;
+  }
+  const float m = mv;
+#pragma omp simd
+  for (int64_t r = 0; r < R; ++r) e[r] = bf16_to_float(xs[r]) - m;
+  vexp(e, e, R);
+  const double sum = exp_sum(e, R);
+  if (Log) shift_round_isa(xs, m, static_cast<float>(std::log(sum)), ys, R);
+  else scale_round_isa(e, static_cast<float>(1.0 / sum), ys, R);
 }
 
 template <bool Log, class T>
@@ -207,10 +338,20 @@ struct FwdBf16Kernel : Kernel {
   void run(const Tensor* in, Tensor* out) override {
     if (!out[0].data) return;
     const int64_t R = b.l.R;
-    const bool contiguous = b.l.I == 1;
-    b.run(in, out[0], [&](const float* const* x, float* y) {
-      fwd_line<Log, float>(x[0], y, R, 1, contiguous);
-    });
+    if (b.l.I == 1) return run_contiguous(in[0].as<uint16_t>(), out[0].as<uint16_t>());
+    // Strided lines: widened to scratch, the scalar line routine, rounded.
+    b.run(in, out[0], [&](const float* const* x, float* y) { fwd_line<Log, float>(x[0], y, R, 1, false); });
+  }
+  // Contiguous lines read and write bfloat16 directly, one scratch line
+  // (exp values) per thread.
+  void run_contiguous(const uint16_t* x, uint16_t* y) const {
+    const int64_t R = b.l.R, lines = b.l.O;
+    parallel_region(lines * R > kParallelMin, [&](int t, int nt) {
+      float* e = static_cast<float*>(b.scratch.data()) + static_cast<int64_t>(t) * (b.nin + 1) * R;
+      int64_t lb, le;
+      split_range(lines, t, nt, lb, le);
+      for (int64_t line = lb; line < le; ++line) fwd_line_bf16<Log>(x + line * R, y + line * R, e, R);
+    }, b.nthr);
   }
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bf16_test_util.h"
+#include "isa_levels.h"
 #include "ops/op.h"
 #include "ops/softmax.h"
 #include "trainstep/bfloat16.h"
@@ -67,6 +68,8 @@ const std::vector<Case> kCases = {
 };
 
 TEST(Bf16Softmax, ForwardMatchesFloat32Twin) {
+  // Contiguous lines have vector forms per ISA level: every level runs.
+  isatest::for_each_isa([](ts::CpuIsa) {
   std::mt19937 rng(11);
   for (const char* op : {ts::opname::softmax, ts::opname::log_softmax})
     for (const Case& c : kCases) {
@@ -78,6 +81,32 @@ TEST(Bf16Softmax, ForwardMatchesFloat32Twin) {
       Bf16Node n(op, attrs, {&x});
       EXPECT_TRUE(same_bits(n.run(*n.native, {&x})[0], n.run(*n.via_f32, {&x})[0]));
     }
+  });
+}
+
+// Contiguous lines with zeros of both signs, NaN, infinities and lengths
+// that leave vector tails; a line whose only finite element is +-0 makes
+// log_softmax's result that zero, sign included.
+TEST(Bf16Softmax, ForwardSpecialValuesMatchFloat32Twin) {
+  isatest::for_each_isa([](ts::CpuIsa) {
+    std::mt19937 rng(13);
+    const uint16_t special[] = {0x0000, 0x8000, 0x7FC0, 0x7F80, 0xFF80};
+    for (const char* op : {ts::opname::softmax, ts::opname::log_softmax})
+      for (int64_t R : {1, 15, 17, 37, 64, 100}) {
+        SCOPED_TRACE(std::string(op) + " R " + std::to_string(R));
+        HostTensor x = random_bf16({12, R}, rng, -4.f, 4.f);
+        uint16_t* p = x.view.as<uint16_t>();
+        for (int64_t i = 0; i < 6 * R; ++i)  // the first six lines: specials scattered
+          if (rng() % 3 == 0) p[i] = special[rng() % 5];
+        for (int64_t r = 0; r < R; ++r) {  // lines 6, 7: one zero among -inf
+          p[6 * R + r] = r == R / 2 ? 0x8000 : 0xFF80;
+          p[7 * R + r] = r == R / 3 ? 0x0000 : 0xFF80;
+        }
+        const json attrs = {{"dim", -1}, {"half_to_float", false}};
+        Bf16Node n(op, attrs, {&x});
+        EXPECT_TRUE(same_bits(n.run(*n.native, {&x})[0], n.run(*n.via_f32, {&x})[0]));
+      }
+  });
 }
 
 TEST(Bf16Softmax, BackwardMatchesFloat32Twin) {

@@ -467,7 +467,32 @@ def _where_bits():
     return out
 
 
+def _reductions_native():
+    """sum.dim_IntList and mean.dim read bfloat16 in place (Bf16::Native),
+    rounding as their float32 twin does: compared as _reductions. Rows,
+    columns, the general path, long rows (split across threads), keepdim
+    and a float32 dtype. Last, so the cases above keep their names (and
+    seeds)."""
+    out = []
+    for shape, dims, keep in (((4, 6, 5), [1], False), ((4, 6, 5), [-1], True), ((4, 6, 5), [0, 2], True),
+                              ((2, 3, 4, 5), [3, 1], False), ((6, 7), [0, 1], False), ((3, 70001), [1], False),
+                              ((1, 300000), [-1], True), ((70001, 3), [0], True)):
+        # torch 2.x's bfloat16 sum of a long row drifts by many bfloat16 ulps
+        # of the result (its partial sums pass through bfloat16); 1.13's does
+        # not. Long rows: the reference sums the float32 upcast, rounded once.
+        long_row = shape[-1] > 10000 and dims[-1] % len(shape) == len(shape) - 1
+        sum_ref = (lambda x, d=dims, k=keep: [x.float().sum(d, keepdim=k).to(torch.bfloat16)]) if long_row else None
+        mean_ref = (lambda x, d=dims, k=keep: [x.float().mean(d, keepdim=k).to(torch.bfloat16)]) if long_row else None
+        out += [op_case("aten.sum.dim_IntList", In(shape, BF), dim=dims, keepdim=keep, ulp=1, ulp_scale=1, ref=sum_ref),
+                op_case("aten.mean.dim", In(shape, BF), dim=dims, keepdim=keep, ulp=1, ulp_scale=1, ref=mean_ref)]
+    for shape, dims in (((8, 33, 17), [0, 2]), ((3, 70001), [1])):
+        out += [op_case("aten.sum.dim_IntList", In(shape, BF), dim=dims, keepdim=False, dtype=F, tol=(1e-4, 1e-4)),
+                op_case("aten.mean.dim", In(shape, BF), dim=dims, keepdim=True, dtype=F, tol=(1e-5, 1e-5))]
+    out.append(op_case("aten.mean.dim", In((4, 6), BF, kind="special"), dim=[1], keepdim=False, ulp=1))
+    return out
+
+
 def cases():
     return (_casts() + _scalars() + _binary() + _compare() + _unary() + _select() + _reductions() + _softmax() +
             _matmuls() + _convs() + _pools() + _norms() + _batch_norms() +
-            _shapes() + _where_bits())
+            _shapes() + _where_bits() + _reductions_native())
