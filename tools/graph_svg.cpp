@@ -27,7 +27,7 @@ Kind kind(ts::Fusion k) {
     case ts::Fusion::Elementwise: return {"#fdd49e", "fused elementwise group", "fused-elementwise"};
     case ts::Fusion::PostOp: return {"#c6dbef", "oneDNN post-op (conv + relu)", "fused-post-op"};
     case ts::Fusion::Folded:
-      return {"#c7e9c0", "folded into the kernel (relu backward, transpose)", "fused-folded"};
+      return {"#c7e9c0", "folded into the kernel (relu, relu backward, transpose)", "fused-folded"};
     case ts::Fusion::None: break;
   }
   return {"#ffffff", "other op", "plain"};

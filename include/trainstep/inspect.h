@@ -66,7 +66,7 @@ enum class Fusion {
   None,
   Elementwise,  // trainstep.fused_elementwise: a group run as one loop
   PostOp,       // trainstep.conv2d_relu: relu as a oneDNN post-op
-  Folded,       // relu backward or transposes folded into the kernel
+  Folded,       // relu (into batch norm), relu backward or transposes folded into the kernel
 };
 
 // A member op of a fused elementwise group.

@@ -27,6 +27,12 @@
 // in sample order. A rank-4 bfloat16 input may be channels-last (N, H, W, C)
 // instead (batch_norm_nhwc.cpp: the same arithmetic as the plain bfloat16
 // kernels, summed in another order).
+//
+// trainstep.batch_norm_relu (the fuse_conv_relu pass makes it from a batch
+// norm whose output 0 only a relu reads) is the forward with relu applied
+// to output 0 as each value is written: aten.relu's x < 0 ? 0 : x, so NaN
+// and -0.0 pass through; for bfloat16, on the rounded value, which is what
+// the separate relu would see.
 #include <cmath>
 #include <string>
 
@@ -145,7 +151,8 @@ std::vector<TensorType> infer_bn(const NodeCtx& ctx) {
 template <class T>
 class BnFwdKernel : public Kernel {
  public:
-  BnFwdKernel(const BnGeom& g, bool training, double eps) : g_(g), training_(training), eps_(eps) {}
+  BnFwdKernel(const BnGeom& g, bool training, double eps, bool relu)
+      : g_(g), training_(training), eps_(eps), relu_(relu) {}
 
   void run(const Tensor* in, Tensor* out) override {
     const T* x = in[0].as<T>();
@@ -177,7 +184,14 @@ class BnFwdKernel : public Kernel {
       const T beta = T((b ? b[c] : T(0)) - mean * alpha);
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t base = (n * g.C + c) * g.S;
-        for (int64_t s = 0; s < g.S; ++s) y[base + s] = x[base + s] * alpha + beta;
+        if (!relu_) {
+          for (int64_t s = 0; s < g.S; ++s) y[base + s] = x[base + s] * alpha + beta;
+        } else {
+          for (int64_t s = 0; s < g.S; ++s) {
+            const T v = x[base + s] * alpha + beta;
+            y[base + s] = v < T(0) ? T(0) : v;  // aten.relu: NaN and -0.0 pass
+          }
+        }
       }
     });
   }
@@ -186,6 +200,7 @@ class BnFwdKernel : public Kernel {
   BnGeom g_;
   bool training_;
   double eps_;
+  bool relu_;
 };
 
 
@@ -244,7 +259,8 @@ void grad_sums_bf16(const BnGeom& g, const uint16_t* dy, const uint16_t* x, int6
 // stack (kChunk floats), so run allocates nothing.
 class BnFwdBf16Kernel : public Kernel {
  public:
-  BnFwdBf16Kernel(const BnGeom& g, bool training, double eps) : g_(g), training_(training), eps_(eps) {}
+  BnFwdBf16Kernel(const BnGeom& g, bool training, double eps, bool relu)
+      : g_(g), training_(training), eps_(eps), relu_(relu) {}
 
   void run(const Tensor* in, Tensor* out) override {
     const uint16_t* x = in[0].as<uint16_t>();
@@ -282,6 +298,7 @@ class BnFwdBf16Kernel : public Kernel {
           bf16_to_floats(x + base + s0, buf, len);
           for (int64_t s = 0; s < len; ++s) buf[s] = buf[s] * alpha + beta;
           floats_to_bf16(buf, y + base + s0, len);
+          if (relu_) relu_bf16(y + base + s0, len);
         }
       }
     });
@@ -291,6 +308,7 @@ class BnFwdBf16Kernel : public Kernel {
   BnGeom g_;
   bool training_;
   double eps_;
+  bool relu_;
 };
 
 // BnBwdKernel<float>'s arithmetic on bfloat16 grad_out, input and
@@ -355,8 +373,9 @@ class BnBwdBf16Kernel : public Kernel {
 // applies the per-channel affine map over (sample, block) pairs.
 class BnBlockedKernel : public Kernel {
  public:
-  BnBlockedKernel(const BnGeom& g, int64_t B, bool backward, bool train, double eps)
-      : g_(g), B_(B), backward_(backward), train_(train), eps_(eps),
+  // relu: the forward's output goes through relu (batch_norm_relu).
+  BnBlockedKernel(const BnGeom& g, int64_t B, bool backward, bool train, double eps, bool relu)
+      : g_(g), B_(B), backward_(backward), train_(train), relu_(relu), eps_(eps),
         part_(static_cast<size_t>(g.N * g.C * 2)), a_(g.C), b_(g.C), k_(g.C), m_(g.C) {}
 
   void run(const Tensor* in, Tensor* out) override {
@@ -438,9 +457,15 @@ class BnBlockedKernel : public Kernel {
       for (int l = 0; l < B; ++l)
         a[l] = a_[cb * B + l], b[l] = b_[cb * B + l], k[l] = k_[cb * B + l],
         mf[l] = float(m_[cb * B + l]);
-      if (!backward_) {
+      if (!backward_ && !relu_) {
         for (int64_t s = 0; s < S; ++s)
           for (int l = 0; l < B; ++l) yp[s * B + l] = xp[s * B + l] * a[l] + b[l];
+      } else if (!backward_) {
+        for (int64_t s = 0; s < S; ++s)
+          for (int l = 0; l < B; ++l) {
+            const float v = xp[s * B + l] * a[l] + b[l];
+            yp[s * B + l] = v < 0.0f ? 0.0f : v;  // aten.relu: NaN and -0.0 pass
+          }
       } else {
         const float* dp = dy + p * S * B;
         for (int64_t s = 0; s < S; ++s)
@@ -460,29 +485,33 @@ class BnBlockedKernel : public Kernel {
 
   BnGeom g_;
   int64_t B_;
-  bool backward_, train_;
+  bool backward_, train_, relu_;
   double eps_;
   std::vector<double> part_;       // (N, C, 2) partial sums
   std::vector<float> a_, b_, k_;   // per-channel coefficients
   std::vector<double> m_;          // per-channel shift (forward) or mean (backward)
 };
 
-std::unique_ptr<Kernel> make_bn(const KernelCtx& k) {
+// The forward's kernel; relu: batch_norm_relu's.
+std::unique_ptr<Kernel> make_bn_fwd(const KernelCtx& k, bool relu) {
   BnGeom g = bn_geom(k.node, 0, {});
+  const bool train = bn_training(k.node);
+  const double eps = k.node.attr_float("eps");
   // bfloat16 first: it is plain or channels-last, which has no block.
   if (k.node.input(0).dtype == DType::BF16) {
     if (port_layout(k.node, false, 0, k.node.input(0)) == Layout::ChannelsLast)
-      return make_bn_nhwc_bf16(g.N, g.C, g.S, false, bn_training(k.node), k.node.attr_float("eps"));
-    return std::make_unique<BnFwdBf16Kernel>(g, bn_training(k.node), k.node.attr_float("eps"));
+      return make_bn_nhwc_bf16(g.N, g.C, g.S, false, train, eps, relu);
+    return std::make_unique<BnFwdBf16Kernel>(g, train, eps, relu);
   }
   if (k.node.input(0).dtype == DType::F64)
-    return std::make_unique<BnFwdKernel<double>>(g, bn_training(k.node), k.node.attr_float("eps"));
+    return std::make_unique<BnFwdKernel<double>>(g, train, eps, relu);
   const int64_t B = layout_block(port_layout(k.node, false, 0, k.node.input(0)));
-  if (B > 1)
-    return std::make_unique<BnBlockedKernel>(g, B, false, bn_training(k.node),
-                                             k.node.attr_float("eps"));
-  return std::make_unique<BnFwdKernel<float>>(g, bn_training(k.node), k.node.attr_float("eps"));
+  if (B > 1) return std::make_unique<BnBlockedKernel>(g, B, false, train, eps, relu);
+  return std::make_unique<BnFwdKernel<float>>(g, train, eps, relu);
 }
+
+std::unique_ptr<Kernel> make_bn(const KernelCtx& k) { return make_bn_fwd(k, false); }
+std::unique_ptr<Kernel> make_bn_relu(const KernelCtx& k) { return make_bn_fwd(k, true); }
 
 // ---- backward ---------------------------------------------------------------
 
@@ -576,7 +605,7 @@ std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
   if (k.node.input(1).dtype == DType::BF16) {  // before layout_block, as in make_bn
     if (port_layout(k.node, false, 1, k.node.input(1)) == Layout::ChannelsLast)
       return make_bn_nhwc_bf16(g.N, g.C, g.S, true, k.node.attr_bool("train"),
-                                k.node.attr_float("eps"));
+                                k.node.attr_float("eps"), false);
     return std::make_unique<BnBwdBf16Kernel>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
   }
   if (k.node.input(1).dtype == DType::F64)
@@ -585,7 +614,7 @@ std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
   const int64_t B = layout_block(port_layout(k.node, false, 1, k.node.input(1)));
   if (B > 1)
     return std::make_unique<BnBlockedKernel>(g, B, true, k.node.attr_bool("train"),
-                                             k.node.attr_float("eps"));
+                                             k.node.attr_float("eps"), false);
   return std::make_unique<BnBwdKernel<float>>(g, k.node.attr_bool("train"), k.node.attr_float("eps"));
 }
 
@@ -593,6 +622,7 @@ std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
 
 void register_batch_norm_ops(OpRegistry& r) {
   // Its kernels take one layout for all the activations they touch.
+  const LayoutCaps fwd_layouts{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr, true};
   OpDef bn{opname::batch_norm,
            "batch normalisation of float32, float64 or bfloat16 (N, C, *) over all dims but C "
            "(bfloat16: float32 weight, bias, stats and saves), optional weight/bias; "
@@ -600,9 +630,19 @@ void register_batch_norm_ops(OpRegistry& r) {
            "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
            "output may be channel-blocked (float32) or channels-last (bfloat16) (plan_layouts)",
            infer_bn, make_bn};
-  bn.layouts = LayoutCaps{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr, true};
+  bn.layouts = fwd_layouts;
   bn.bf16 = Bf16::Native;  // BnFwdBf16Kernel, or make_bn_nhwc_bf16's
+  bn.fuse_role = FuseRole::BatchNorm;
+  bn.relu_fused = opname::batch_norm_relu;
   r.add(std::move(bn));
+  OpDef bn_relu{opname::batch_norm_relu,
+                "relu(native_batch_norm's out), save_mean and save_invstd in one kernel; inputs, "
+                "attrs, dtypes and layouts as aten.native_batch_norm.default; NaN and -0.0 pass "
+                "as in aten.relu (made by the fuse_conv_relu pass)",
+                infer_bn, make_bn_relu};
+  bn_relu.layouts = fwd_layouts;
+  bn_relu.bf16 = Bf16::Native;  // as batch norm's
+  r.add(std::move(bn_relu));
   OpDef bwd{opname::batch_norm_backward,
             "gradients of native_batch_norm w.r.t. input, weight, bias per output_mask; "
             "train=true reads save_mean/save_invstd, train=false running_mean/running_var; "

@@ -46,9 +46,10 @@ int64_t rows_per_unit(int64_t N, int64_t C, int64_t S) {
 
 class BnNhwcBf16Kernel : public Kernel {
  public:
-  BnNhwcBf16Kernel(int64_t N, int64_t C, int64_t S, bool backward, bool train, double eps)
+  BnNhwcBf16Kernel(int64_t N, int64_t C, int64_t S, bool backward, bool train, double eps,
+                   bool relu)
       : N_(N), C_(C), S_(S), R_(rows_per_unit(N, C, S)), per_n_((S + R_ - 1) / R_),
-        units_(N * per_n_), backward_(backward), train_(train), eps_(eps),
+        units_(N * per_n_), backward_(backward), train_(train), relu_(relu), eps_(eps),
         part_(static_cast<size_t>(units_ * C * 2)), a_(C), b_(C), k_(C), mf_(C), m_(C) {}
 
   void run(const Tensor* in, Tensor* out) override {
@@ -179,6 +180,7 @@ class BnNhwcBf16Kernel : public Kernel {
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < len; ++c) bx[r * len + c] = bx[r * len + c] * a[c] + b[c];
           floats_to_bf16(bx, y + off, rows * len);
+          if (relu_) relu_bf16(y + off, rows * len);
         } else {
           const float* k = k_.data() + c0;
           const float* mf = mf_.data() + c0;
@@ -203,7 +205,7 @@ class BnNhwcBf16Kernel : public Kernel {
 
   int64_t N_, C_, S_;
   int64_t R_, per_n_, units_;  // rows per unit, units per sample, units
-  bool backward_, train_;
+  bool backward_, train_, relu_;  // relu_: batch_norm_relu's forward
   double eps_;
   std::vector<double> part_;          // (units, 2, C) partial sums
   std::vector<float> a_, b_, k_, mf_;  // per-channel coefficients; mf_: float(mean)
@@ -213,8 +215,8 @@ class BnNhwcBf16Kernel : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_bn_nhwc_bf16(int64_t N, int64_t C, int64_t S, bool backward,
-                                          bool train, double eps) {
-  return std::make_unique<BnNhwcBf16Kernel>(N, C, S, backward, train, eps);
+                                          bool train, double eps, bool relu) {
+  return std::make_unique<BnNhwcBf16Kernel>(N, C, S, backward, train, eps, relu);
 }
 
 }  // namespace ts

@@ -182,6 +182,7 @@ enum class FuseRole {
   ConvBackward,     // its grad_input masked by relu's backward: relu_fused
   MaxPool,          // the forward of a MaxPoolBackward: becomes relu_fused
   MaxPoolBackward,  // the where masking its result becomes relu_fused
+  BatchNorm,        // batch norm: with the relu reading output 0, becomes relu_fused
   Transpose,        // t(x) of a 2-d x
   Permute,          // x's dims reordered by attr dims
   MatMul,           // a @ b
@@ -270,8 +271,8 @@ struct OpDef {
   bool shape_only = false;
   ConstRole constant = ConstRole::None;
   FuseRole fuse_role = FuseRole::None;
-  // The op a node of role Conv, ConvBackward, MaxPool or MaxPoolBackward
-  // becomes in its relu fusion (for MaxPoolBackward: the where masking it).
+  // The op a node of role Conv, ConvBackward, MaxPool, MaxPoolBackward or
+  // BatchNorm becomes in its relu fusion (for MaxPoolBackward: the where masking it).
   const char* relu_fused = nullptr;
   // Output 0 is input 0's elements read as a strided view (transpose,
   // expand, as_strided, clone; the aliasing reshapes too): given input 0 as

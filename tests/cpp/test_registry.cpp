@@ -28,7 +28,8 @@ TEST(Registry, ReluFusedFormsAreRegistered) {
   for (const auto& op : reg.all()) {
     const auto r = op.fuse_role;
     const bool has = r == ts::FuseRole::Conv || r == ts::FuseRole::ConvBackward ||
-                     r == ts::FuseRole::MaxPool || r == ts::FuseRole::MaxPoolBackward;
+                     r == ts::FuseRole::MaxPool || r == ts::FuseRole::MaxPoolBackward ||
+                     r == ts::FuseRole::BatchNorm;
     EXPECT_EQ(op.relu_fused != nullptr, has) << op.name;
     if (op.relu_fused) {
       EXPECT_NE(reg.find(op.relu_fused), nullptr) << op.name;

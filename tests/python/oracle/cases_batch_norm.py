@@ -19,6 +19,26 @@ def _fwd(shape, affine, training, x=None, dt=F, **kw):
                    training=training, momentum=0.1, eps=1e-5, tol=kw.pop("tol", TOL), **kw)
 
 
+def _fwd_relu(shape, affine, training, dt=F, tol=TOL):
+    """trainstep.batch_norm_relu itself, and batch norm -> relu, which with
+    every pass on fuse_conv_relu folds into one (the saves stay outputs)."""
+    c = shape[1]
+    ins = {"x": In(shape, dt, kind="special")}
+    if affine:
+        ins["w"], ins["b"] = In((c,), dt, kind="uniform", lo=0.5, hi=1.5), In((c,), dt)
+    if not training:
+        ins["rm"], ins["rv"] = In((c,), dt), In((c,), dt, kind="positive")
+    refs = ["x", "w" if affine else None, "b" if affine else None] + (
+        [None, None] if training else ["rm", "rv"])
+    fa = dict(training=training, momentum=0.1, eps=1e-5)
+    return [Case("trainstep.batch_norm_relu", Program(ins, [Node("trainstep.batch_norm_relu", refs, fa)]),
+                 tol=tol),
+            Case("trainstep.batch_norm_relu", Program(ins, [
+                Node("aten.native_batch_norm.default", refs, fa), Node("aten.relu.default", ["n0.0"])],
+                outputs=["n1", "n0.1", "n0.2"]), tol=tol,
+                expect_ops={"opt": ["trainstep.batch_norm_relu"]})]
+
+
 def _bwd(shape, affine, train, mask, dt=F, tol=(1e-4, 1e-4)):
     """forward, a grad_output shaped like its output, then the backward on
     the forward's saved statistics (train) or the running stats (eval)."""
@@ -59,6 +79,12 @@ def cases():
                 _fwd(s, True, False, dt=D, tol=TOL64),
                 _bwd(s, True, True, [True, True, True], dt=D, tol=TOL64),
                 _bwd(s, True, False, [True, True, True], dt=D, tol=TOL64)]
+    # relu folded in (NaN, infinities and zeros in the input: in training
+    # they make whole channels NaN).
+    for s in ((2, 16, 4, 5), (6, 3, 5)):
+        for affine, training in ((True, True), (False, True), (True, False)):
+            out += _fwd_relu(s, affine, training)
+        out += _fwd_relu(s, True, False, dt=D, tol=TOL64)
     c = 3
     out += [
         neg_case("aten.native_batch_norm.default", In((4, c)), In((c,)), In((c,)), In((c,)), In((c,)),

@@ -292,6 +292,11 @@ def _ref_conv_relu(args, attrs):
     return torch.relu(call_aten("aten.convolution.default", args, attrs))
 
 
+def _ref_batch_norm_relu(args, attrs):
+    y, mean, invstd = call_aten("aten.native_batch_norm.default", args, attrs)
+    return torch.relu(y), mean, invstd
+
+
 def _ref_fused(args, attrs):
     vals = []
     for m in attrs["members"]:
@@ -341,6 +346,7 @@ TRAINSTEP_REFS = {
     "trainstep.constant": _ref_constant,
     "trainstep.matmul": _ref_matmul,
     "trainstep.conv2d_relu": _ref_conv_relu,
+    "trainstep.batch_norm_relu": _ref_batch_norm_relu,
     "trainstep.fused_elementwise": _ref_fused,
 }
 
