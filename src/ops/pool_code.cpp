@@ -177,6 +177,71 @@ int64_t unpool_plane_bf16(const PoolGeom& g, const uint16_t* go, int64_t gs, con
   return bad;
 }
 
+// Channels-last: the windows of one output row of sample n, all C channels
+// side by side (contiguous in the input), kChanChunk at a time, so the
+// per-channel compare and select vectorise; y in nhwc (y_last) or plain.
+constexpr int64_t kChanChunk = 64;
+
+void pool_row_nhwc_bf16(const PoolGeom& g, int64_t C, int64_t n, int64_t oh, const uint16_t* x,
+                        uint16_t* y, bool y_last, uint8_t* code) {
+  const int64_t out = g.OH * g.OW;
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
+    const Window wd = window(g, oh, ow);
+    const int64_t o = oh * g.OW + ow;
+    for (int64_t c0 = 0; c0 < C; c0 += kChanChunk) {
+      const int64_t nc = std::min(kChanChunk, C - c0);
+      float best[kChanChunk];
+      uint16_t bits[kChanChunk];
+      int32_t at[kChanChunk];
+      for (int64_t c = 0; c < nc; ++c)
+        best[c] = -std::numeric_limits<float>::infinity(), bits[c] = 0xFF80,
+        at[c] = static_cast<int32_t>(wd.i0 * g.kw + wd.j0);
+      for (int64_t i = wd.i0; i < wd.i1; ++i)
+        for (int64_t j = wd.j0; j < wd.j1; ++j) {
+          const int64_t h = wd.h0 + i * g.dh, w = wd.w0 + j * g.dw;
+          const uint16_t* xp = x + ((n * g.H + h) * g.W + w) * C + c0;
+          const int32_t a = static_cast<int32_t>(i * g.kw + j);
+          for (int64_t c = 0; c < nc; ++c) {
+            const float v = bf16_to_float(xp[c]);
+            const bool take = (v > best[c]) | (v != v);
+            best[c] = take ? v : best[c];
+            bits[c] = take ? xp[c] : bits[c];
+            at[c] = take ? a : at[c];
+          }
+        }
+      for (int64_t c = 0; c < nc; ++c) {
+        const int64_t plane = n * C + c0 + c;
+        y[y_last ? (n * out + o) * C + c0 + c : plane * out + o] = bits[c];
+        code[plane * out + o] = code_of(at[c], best[c]);
+      }
+    }
+  }
+}
+
+// The backward of one output row of sample n, grad_input channels-last:
+// grad_output nhwc (go_last) or plain. Windows do not overlap, so rows
+// write disjoint elements.
+int64_t unpool_row_nhwc_bf16(const PoolGeom& g, int64_t C, int64_t n, int64_t oh, const uint16_t* go,
+                             bool go_last, const uint8_t* code, const CodeSteps& cs, uint16_t* gi) {
+  const int64_t out = g.OH * g.OW;
+  int64_t bad = 0;
+  for (int64_t ow = 0; ow < g.OW; ++ow) {
+    const int64_t o = oh * g.OW + ow, h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t plane = n * C + c;
+      const int k = code[plane * out + o];
+      if (!(k & kCodePass)) continue;
+      const int64_t h = h0 + cs.di[k & (kCodePass - 1)], w = w0 + cs.dj[k & (kCodePass - 1)];
+      if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
+        ++bad;
+        continue;
+      }
+      gi[((n * g.H + h) * g.W + w) * C + c] = go[go_last ? (n * out + o) * C + c : plane * out + o];
+    }
+  }
+  return bad;
+}
+
 }  // namespace
 
 bool windows_overlap(const PoolGeom& g) {
@@ -186,6 +251,13 @@ bool windows_overlap(const PoolGeom& g) {
 void max_pool_code_any(const PoolGeom& g, int64_t C, int64_t x_block, int64_t y_block,
                        const uint16_t* x, uint16_t* y, uint8_t* code) {
   const int64_t in = g.H * g.W, out = g.OH * g.OW;
+  if (x_block == C && C > 1 && (y_block == C || y_block == 1)) {  // channels-last input
+    const int64_t N = g.planes / C;
+    parallel_for(N * g.OH, true, [&](int64_t r) {
+      pool_row_nhwc_bf16(g, C, r / g.OH, r % g.OH, x, y, y_block == C, code);
+    });
+    return;
+  }
   parallel_for(g.planes, true, [&](int64_t p) {
     const PlaneAt xa = plane_at(p, C, in, x_block), ya = plane_at(p, C, out, y_block);
     pool_plane_bf16(g, x + xa.base, xa.step, y + ya.base, ya.step, code + p * out);
@@ -201,6 +273,13 @@ int64_t max_pool_code_any_backward(const PoolGeom& g, int64_t C, int64_t go_bloc
   parallel_for((n + 4095) / 4096, true, [&](int64_t k) {
     std::fill(gi + k * 4096, gi + std::min(n, (k + 1) * 4096), uint16_t{0});
   });
+  if (gi_block == C && C > 1 && (go_block == C || go_block == 1)) {  // channels-last grad_input
+    const int64_t N = g.planes / C;
+    parallel_for(N * g.OH, true, [&](int64_t r) {
+      bad += unpool_row_nhwc_bf16(g, C, r / g.OH, r % g.OH, go, go_block == C, code, cs, gi);
+    });
+    return bad;
+  }
   parallel_for(g.planes, true, [&](int64_t p) {
     const PlaneAt ga = plane_at(p, C, out, go_block), ia = plane_at(p, C, in, gi_block);
     bad += unpool_plane_bf16(g, go + ga.base, ga.step, code + p * out, cs, gi + ia.base, ia.step);
