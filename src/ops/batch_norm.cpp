@@ -38,6 +38,7 @@
 
 #include "ops/batch_norm_nhwc.h"
 #include "ops/block_sums.h"
+#include "ops/bn_channel.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -387,6 +388,7 @@ class BnBlockedKernel : public Kernel {
   template <int B>
   void run_b(const Tensor* in, Tensor* out) {
     const BnGeom g = g_;
+    const BnChannelStep step{backward_, train_, eps_, double(g.M())};
     const int64_t CB = g.C / B, S = g.S, pairs = g.N * CB;
     const bool par = pairs > 1 && g.M() * g.C > (1 << 15);
     const float* x = in[backward_ ? 1 : 0].as<float>();
@@ -400,7 +402,7 @@ class BnBlockedKernel : public Kernel {
       if (!backward_)  // shift: the channel's first element, as the plain kernel
         for (int64_t c = 0; c < g.C; ++c) m_[c] = x[(c / B) * S * B + c % B];
       else
-        for (int64_t c = 0; c < g.C; ++c) m_[c] = mean_of(in, c);
+        for (int64_t c = 0; c < g.C; ++c) m_[c] = step.mean(in, c);
       parallel_for(pairs, par, [&](int64_t p) {
         const int64_t n = p / CB, cb = p % CB;
         double s1[B], s2[B];
@@ -412,9 +414,6 @@ class BnBlockedKernel : public Kernel {
     }
     // Per channel: the affine map y = x * a + b (forward) or
     // dx = (dy - gmean - (x - mean) * k) * a (backward), as the plain kernels.
-    const double M = double(g.M());
-    const Tensor& wt = in[backward_ ? 2 : 1];
-    const float* w = wt.data ? wt.as<float>() : nullptr;
     for (int64_t c = 0; c < g.C; ++c) {
       double t1 = 0, t2 = 0;
       if (backward_ || train_)
@@ -422,30 +421,7 @@ class BnBlockedKernel : public Kernel {
           t1 += part[(n * g.C + c) * 2];
           t2 += part[(n * g.C + c) * 2 + 1];
         }
-      if (!backward_) {
-        double mean, invstd;
-        if (train_) {
-          const double var = std::max((t2 - t1 * t1 / M) / M, 0.0);
-          mean = m_[c] + t1 / M;
-          invstd = 1.0 / std::sqrt(var + eps_);
-          if (out[1].data) out[1].as<float>()[c] = float(mean);
-          if (out[2].data) out[2].as<float>()[c] = float(invstd);
-        } else {
-          mean = in[3].as<float>()[c];
-          invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
-        }
-        const float* bias = in[2].data ? in[2].as<float>() : nullptr;
-        const float alpha = float(invstd * (w ? w[c] : 1.0f));
-        a_[c] = alpha;
-        b_[c] = float((bias ? bias[c] : 0.0f) - mean * alpha);
-      } else {
-        const double invstd = invstd_of(in, c);
-        if (out[1].data) out[1].as<float>()[c] = float(t2 * invstd);
-        if (out[2].data) out[2].as<float>()[c] = float(t1);
-        a_[c] = float(invstd * (w ? w[c] : 1.0f));
-        k_[c] = train_ ? float(t2 * invstd * invstd / M) : 0.0f;
-        b_[c] = train_ ? float(t1 / M) : 0.0f;  // gmean
-      }
+      step(in, out, c, t1, t2, m_[c], a_[c], b_[c], k_[c]);
     }
     float* y = out[0].data ? out[0].as<float>() : nullptr;
     if (!y) return;
@@ -473,14 +449,6 @@ class BnBlockedKernel : public Kernel {
             yp[s * B + l] = (dp[s * B + l] - b[l] - (xp[s * B + l] - mf[l]) * k[l]) * a[l];
       }
     });
-  }
-
-  // Backward's per-channel statistics, from the saves (train) or running stats.
-  double mean_of(const Tensor* in, int64_t c) const {
-    return train_ ? in[5].as<float>()[c] : in[3].as<float>()[c];
-  }
-  double invstd_of(const Tensor* in, int64_t c) const {
-    return train_ ? in[6].as<float>()[c] : 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
   }
 
   BnGeom g_;

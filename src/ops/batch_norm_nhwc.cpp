@@ -15,6 +15,8 @@
 // per-channel affine map over the same units.
 #include "ops/batch_norm_nhwc.h"
 
+#include "ops/bn_channel.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -50,6 +52,7 @@ class BnNhwcBf16Kernel : public Kernel {
                    bool relu)
       : N_(N), C_(C), S_(S), R_(rows_per_unit(N, C, S)), per_n_((S + R_ - 1) / R_),
         units_(N * per_n_), backward_(backward), train_(train), relu_(relu), eps_(eps),
+        step_{backward, train, eps, double(N * S)},
         part_(static_cast<size_t>(units_ * C * 2)), a_(C), b_(C), k_(C), mf_(C), m_(C) {}
 
   void run(const Tensor* in, Tensor* out) override {
@@ -59,7 +62,7 @@ class BnNhwcBf16Kernel : public Kernel {
     // Pass 1 (the eval forward needs no statistics).
     if (backward_ || train_) {
       for (int64_t c = 0; c < C_; ++c)
-        m_[c] = backward_ ? mean_of(in, c) : double(bf16_to_float(x[c]));  // shift: x[0, 0, c]
+        m_[c] = backward_ ? step_.mean(in, c) : double(bf16_to_float(x[c]));  // shift: x[0, 0, c]
       parallel_for(units_, par, [&](int64_t u) { unit_sums(u, x, dy); });
     }
     coefficients(in, out);
@@ -124,9 +127,6 @@ class BnNhwcBf16Kernel : public Kernel {
   // y = x * a + b (forward), dx = (dy - b - (x - mean) * k) * a (backward).
   void coefficients(const Tensor* in, Tensor* out) {
     const int64_t C = C_;
-    const double M = double(N_ * S_);
-    const Tensor& wt = in[backward_ ? 2 : 1];
-    const float* w = wt.data ? wt.as<float>() : nullptr;
     for (int64_t c = 0; c < C; ++c) {
       double t1 = 0, t2 = 0;
       if (backward_ || train_)
@@ -134,32 +134,8 @@ class BnNhwcBf16Kernel : public Kernel {
           t1 += part_[u * C * 2 + c];
           t2 += part_[u * C * 2 + C + c];
         }
-      if (!backward_) {
-        double mean, invstd;
-        if (train_) {
-          const double var = std::max((t2 - t1 * t1 / M) / M, 0.0);
-          mean = m_[c] + t1 / M;
-          invstd = 1.0 / std::sqrt(var + eps_);
-          if (out[1].data) out[1].as<float>()[c] = float(mean);
-          if (out[2].data) out[2].as<float>()[c] = float(invstd);
-        } else {
-          mean = in[3].as<float>()[c];
-          invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
-        }
-        const float* bias = in[2].data ? in[2].as<float>() : nullptr;
-        // alpha and beta in float (torch's opmath), as the plain kernel.
-        const float alpha = float(invstd * (w ? w[c] : 1.0f));
-        a_[c] = alpha;
-        b_[c] = float((bias ? bias[c] : 0.0f) - mean * alpha);
-      } else {
-        const double invstd = invstd_of(in, c);
-        if (out[1].data) out[1].as<float>()[c] = float(t2 * invstd);
-        if (out[2].data) out[2].as<float>()[c] = float(t1);
-        a_[c] = float(invstd * (w ? w[c] : 1.0f));
-        k_[c] = train_ ? float(t2 * invstd * invstd / M) : 0.0f;
-        b_[c] = train_ ? float(t1 / M) : 0.0f;  // gmean
-        mf_[c] = float(m_[c]);
-      }
+      step_(in, out, c, t1, t2, m_[c], a_[c], b_[c], k_[c]);
+      if (backward_) mf_[c] = float(m_[c]);
     }
   }
 
@@ -195,18 +171,11 @@ class BnNhwcBf16Kernel : public Kernel {
       }
   }
 
-  // Backward's per-channel statistics, from the saves (train) or running stats.
-  double mean_of(const Tensor* in, int64_t c) const {
-    return train_ ? in[5].as<float>()[c] : in[3].as<float>()[c];
-  }
-  double invstd_of(const Tensor* in, int64_t c) const {
-    return train_ ? in[6].as<float>()[c] : 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
-  }
-
   int64_t N_, C_, S_;
   int64_t R_, per_n_, units_;  // rows per unit, units per sample, units
   bool backward_, train_, relu_;  // relu_: batch_norm_relu's forward
   double eps_;
+  BnChannelStep step_;
   std::vector<double> part_;          // (units, 2, C) partial sums
   std::vector<float> a_, b_, k_, mf_;  // per-channel coefficients; mf_: float(mean)
   std::vector<double> m_;             // per-channel shift (forward) or mean (backward)

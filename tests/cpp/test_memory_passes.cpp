@@ -197,6 +197,20 @@ TEST(FuseReluBackward, ConvBackwardTakesTheMask) {
   EXPECT_EQ(run_pass(ts::fuse_relu_backward, shared), run_pass([](ts::Function&) {}, shared));
 }
 
+// Runs f on the inputs and returns its first `n` outputs' bfloat16 bits.
+std::vector<std::vector<uint16_t>> bf16_outputs(const ts::Function& f,
+                                                const std::vector<const HostTensor*>& in, int n) {
+  ts::Executor ex(f, 1, true);
+  for (size_t i = 0; i < in.size(); ++i) ex.bind_input(static_cast<int>(i), in[i]->view.data);
+  ex.run();
+  std::vector<std::vector<uint16_t>> r;
+  for (int i = 0; i < n; ++i) {
+    const ts::Tensor& t = ex.output(i);
+    r.emplace_back(t.as<uint16_t>(), t.as<uint16_t>() + t.numel());
+  }
+  return r;
+}
+
 // Autocast's form of the same step: relu's backward in float32 between
 // casts from and back to bfloat16.
 const std::string kToF32 =
@@ -279,19 +293,7 @@ TEST(MaxPoolCode, AutocastsDetourGivesTheSameBits) {
   x.view.as<uint16_t>()[5] = 0;
   x.view.as<uint16_t>()[6] = 0x8000;
   for (int i = 24; i < 30; ++i) x.view.as<uint16_t>()[i] = 0xBF80;  // a window of -1s: relu blocks
-  auto run = [&](const ts::Function& f) {
-    ts::Executor ex(f, 1, true);
-    ex.bind_input(0, x.view.data);
-    ex.bind_input(1, g.view.data);
-    ex.run();
-    std::vector<std::vector<uint16_t>> r;
-    for (int i = 0; i < 2; ++i) {
-      const ts::Tensor& t = ex.output(i);
-      r.emplace_back(t.as<uint16_t>(), t.as<uint16_t>() + t.numel());
-    }
-    return r;
-  };
-  auto want = run(plain), got = run(fused);
+  auto want = bf16_outputs(plain, {&x, &g}, 2), got = bf16_outputs(fused, {&x, &g}, 2);
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE("output " + std::to_string(i));
     EXPECT_EQ(got[i], want[i]);
@@ -311,20 +313,7 @@ TEST(ConvBackwardRelu, AutocastsDetourGivesTheSameBits) {
   a.view.as<uint16_t>()[7] = 0x7FC0;  // NaN
   a.view.as<uint16_t>()[8] = 0;
   a.view.as<uint16_t>()[9] = 0x8000;  // -0
-  auto run = [&](const ts::Function& f) {
-    ts::Executor ex(f, 1, true);
-    ex.bind_input(0, a.view.data);
-    ex.bind_input(1, w.view.data);
-    ex.bind_input(2, dy.view.data);
-    ex.run();
-    std::vector<std::vector<uint16_t>> r;
-    for (int i = 0; i < 3; ++i) {
-      const ts::Tensor& t = ex.output(i);
-      r.emplace_back(t.as<uint16_t>(), t.as<uint16_t>() + t.numel());
-    }
-    return r;
-  };
-  auto want = run(plain), got = run(fused);
+  auto want = bf16_outputs(plain, {&a, &w, &dy}, 3), got = bf16_outputs(fused, {&a, &w, &dy}, 3);
   for (int i = 0; i < 3; ++i) {
     SCOPED_TRACE("output " + std::to_string(i));
     EXPECT_EQ(got[i], want[i]);
