@@ -109,6 +109,18 @@ struct CodeSteps {
   }
 };
 
+// The input element code k names for window (oh, ow): false when the
+// relu blocks it, and (counting it in bad) when it lies outside the input.
+bool code_target(const PoolGeom& g, const CodeSteps& cs, int64_t oh, int64_t ow, int k, int64_t& h,
+                 int64_t& w, int64_t& bad) {
+  if (!(k & kCodePass)) return false;
+  h = oh * g.sh - g.ph + cs.di[k & (kCodePass - 1)];
+  w = ow * g.sw - g.pw + cs.dj[k & (kCodePass - 1)];
+  if (h >= 0 && h < g.H && w >= 0 && w < g.W) return true;
+  ++bad;
+  return false;
+}
+
 // grad_input += grad_output at each passing argmax: one plane (L = 1), or
 // the L lanes of one block. Returns the number of passing codes that name
 // no element of the input (skipped).
@@ -118,16 +130,10 @@ int64_t unpool_lanes(const PoolGeom& g, const float* go, int64_t gs, const uint8
   int64_t bad = 0;
   for (int64_t oh = 0; oh < g.OH; ++oh)
     for (int64_t ow = 0; ow < g.OW; ++ow) {
-      const int64_t o = oh * g.OW + ow, h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+      const int64_t o = oh * g.OW + ow;
       for (int l = 0; l < L; ++l) {
-        const int c = code[l][o];
-        if (!(c & kCodePass)) continue;
-        const int64_t h = h0 + cs.di[c & (kCodePass - 1)], w = w0 + cs.dj[c & (kCodePass - 1)];
-        if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
-          ++bad;
-          continue;
-        }
-        gi[(h * g.W + w) * is + l] += go[o * gs + l];
+        int64_t h, w;
+        if (code_target(g, cs, oh, ow, code[l][o], h, w, bad)) gi[(h * g.W + w) * is + l] += go[o * gs + l];
       }
     }
   return bad;
@@ -164,15 +170,9 @@ int64_t unpool_plane_bf16(const PoolGeom& g, const uint16_t* go, int64_t gs, con
   int64_t bad = 0;
   for (int64_t oh = 0; oh < g.OH; ++oh)
     for (int64_t ow = 0; ow < g.OW; ++ow) {
-      const int64_t o = oh * g.OW + ow, h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
-      const int c = code[o];
-      if (!(c & kCodePass)) continue;
-      const int64_t h = h0 + cs.di[c & (kCodePass - 1)], w = w0 + cs.dj[c & (kCodePass - 1)];
-      if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
-        ++bad;
-        continue;
-      }
-      gi[(h * g.W + w) * is] = go[o * gs];
+      const int64_t o = oh * g.OW + ow;
+      int64_t h, w;
+      if (code_target(g, cs, oh, ow, code[o], h, w, bad)) gi[(h * g.W + w) * is] = go[o * gs];
     }
   return bad;
 }
@@ -226,17 +226,12 @@ int64_t unpool_row_nhwc_bf16(const PoolGeom& g, int64_t C, int64_t n, int64_t oh
   const int64_t out = g.OH * g.OW;
   int64_t bad = 0;
   for (int64_t ow = 0; ow < g.OW; ++ow) {
-    const int64_t o = oh * g.OW + ow, h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    const int64_t o = oh * g.OW + ow;
     for (int64_t c = 0; c < C; ++c) {
       const int64_t plane = n * C + c;
-      const int k = code[plane * out + o];
-      if (!(k & kCodePass)) continue;
-      const int64_t h = h0 + cs.di[k & (kCodePass - 1)], w = w0 + cs.dj[k & (kCodePass - 1)];
-      if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
-        ++bad;
-        continue;
-      }
-      gi[((n * g.H + h) * g.W + w) * C + c] = go[go_last ? (n * out + o) * C + c : plane * out + o];
+      int64_t h, w;
+      if (code_target(g, cs, oh, ow, code[plane * out + o], h, w, bad))
+        gi[((n * g.H + h) * g.W + w) * C + c] = go[go_last ? (n * out + o) * C + c : plane * out + o];
     }
   }
   return bad;
