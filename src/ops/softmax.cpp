@@ -8,7 +8,8 @@
 //   softmax:     dx = y * (g - sum(g * y))
 //   log_softmax: dx = g - exp(y) * sum(g)
 // bfloat16 (Bf16::Native): the float32 arithmetic on the widened line, the
-// result rounded once (as torch's CPU kernels). Contiguous forward lines
+// result rounded once (as torch's CPU kernels), but for log_softmax along
+// the last dim, whose log(sum) torch rounds too (log_sum_bf16). Contiguous forward lines
 // widen and round inside their own passes (fwd_line_bf16); other lines are
 // widened to scratch, run through the float32 routines and rounded.
 #include <algorithm>
@@ -32,6 +33,7 @@ SoftmaxLines softmax_lines(const NodeCtx& ctx, const Shape& s) {
   l.O = shape_numel(Shape(s.begin(), s.begin() + d));
   l.R = s[d];
   l.I = shape_numel(Shape(s.begin() + d + 1, s.end()));
+  l.last = d + 1 == static_cast<int64_t>(s.size());
   return l;
 }
 
@@ -185,6 +187,15 @@ void shift_round_isa(const uint16_t* x, float m, float ls, uint16_t* y, int64_t 
   for (int64_t r = 0; r < R; ++r) y[r] = float_to_bf16((bf16_to_float(x[r]) - m) - ls);
 }
 
+// log(sum) as torch's bfloat16 log_softmax over the last dim has it: its
+// kernel keeps the sum and its log in bfloat16 arrays, so both are rounded
+// (a float32 log(sum) gave 11-14 % of elements an ulp apart from eager's,
+// under torch 1.13 and 2.x alike). Lines along other dims round once.
+inline float log_sum_bf16(double sum) {
+  const float s = bf16_to_float(float_to_bf16(static_cast<float>(sum)));
+  return bf16_to_float(float_to_bf16(static_cast<float>(std::log(static_cast<double>(s)))));
+}
+
 // fwd_line_vec on a contiguous bfloat16 line, e (R floats) its scratch: the
 // max read from bfloat16, x - m widened straight into e, the same vexp and
 // exp_sum, and the last pass rounding as it stores. Every float32 value is
@@ -193,7 +204,7 @@ void shift_round_isa(const uint16_t* x, float m, float ls, uint16_t* y, int64_t 
 // line the sum is at least 2, so neither exp(x - m) nor (x - m) - log(sum)
 // sees the sign).
 template <bool Log>
-void fwd_line_bf16(const uint16_t* xs, uint16_t* ys, float* e, int64_t R) {
+void fwd_line_bf16(const uint16_t* xs, uint16_t* ys, float* e, int64_t R, bool last) {
   float mv = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mv)
   for (int64_t r = 0; r < R; ++r) {
@@ -205,7 +216,7 @@ void fwd_line_bf16(const uint16_t* xs, uint16_t* ys, float* e, int64_t R) {
   for (int64_t r = 0; r < R; ++r) e[r] = bf16_to_float(xs[r]) - m;
   vexp(e, e, R);
   const double sum = exp_sum(e, R);
-  if (Log) shift_round_isa(xs, m, static_cast<float>(std::log(sum)), ys, R);
+  if (Log) shift_round_isa(xs, m, last ? log_sum_bf16(sum) : static_cast<float>(std::log(sum)), ys, R);
   else scale_round_isa(e, static_cast<float>(1.0 / sum), ys, R);
 }
 
@@ -350,7 +361,7 @@ struct FwdBf16Kernel : Kernel {
       float* e = static_cast<float*>(b.scratch.data()) + static_cast<int64_t>(t) * (b.nin + 1) * R;
       int64_t lb, le;
       split_range(lines, t, nt, lb, le);
-      for (int64_t line = lb; line < le; ++line) fwd_line_bf16<Log>(x + line * R, y + line * R, e, R);
+      for (int64_t line = lb; line < le; ++line) fwd_line_bf16<Log>(x + line * R, y + line * R, e, R, b.l.last);
     }, b.nthr);
   }
 };

@@ -12,6 +12,9 @@ namespace ts {
 // a 0-d tensor is one line of one element.
 struct SoftmaxLines {
   int64_t O = 1, R = 1, I = 1;
+  // dim is the tensor's last: torch runs its last-dim kernels, which round
+  // differently in bfloat16 (I is 1 then, but also for trailing 1s).
+  bool last = false;
 };
 SoftmaxLines softmax_lines(const NodeCtx& ctx, const Shape& s);
 

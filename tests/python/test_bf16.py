@@ -33,7 +33,9 @@ def _program(path):
 
 @pytest.mark.parametrize("name", ["mnist", "resnet", "transformer"])
 def test_zoo_under_autocast_verifies_against_eager_autocast(tmp_path, name):
-    out = _export(tmp_path, name)
+    # the spec's own golden steps (3), as `trainstep export --autocast` runs:
+    # MNIST's third step failed while log_softmax rounded log(sum) once
+    out = _export(tmp_path, name, golden_steps=None)
     p = run("verify", out, check=False)
     lines = p.stdout.strip().splitlines()
     assert lines and lines[-1] == "verify: ok", p.stdout + p.stderr
