@@ -448,7 +448,10 @@ void register_softmax_ops(OpRegistry& r) {
   const std::string f = "; float32/float64, sums in double; bfloat16 lines computed in float32, rounded once";
   OpDef sm{opname::softmax, "exp(self - max) / sum(exp(self - max)) along attr dim" + f, &fwd_infer,
            &fwd_make<false>};
-  OpDef lsm{opname::log_softmax, "self - max - log(sum(exp(self - max))) along attr dim" + f, &fwd_infer,
+  OpDef lsm{opname::log_softmax,
+            "self - max - log(sum(exp(self - max))) along attr dim" + f +
+                " (along the last dim, log(sum) is rounded to bfloat16 first, as torch's kernel)",
+            &fwd_infer,
             &fwd_make<true>};
   OpDef smb{opname::softmax_backward,
             "softmax gradient output * (grad_output - sum(grad_output * output)) along attr dim" + f,
