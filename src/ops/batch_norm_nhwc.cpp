@@ -46,6 +46,38 @@ int64_t rows_per_unit(int64_t N, int64_t C, int64_t S) {
   return std::max<int64_t>(1, std::min(r, S));
 }
 
+// unit_sums for C channels known at compile time: the same sums in the same
+// order (rows in order, each channel's own accumulator), but the
+// accumulators stay in registers and the conversion is inline, where the
+// generic loop stores them to the stack for every row (C = 16 ran the
+// bfloat16 backward slower than float32's blocked kernel).
+template <int C>
+void sums_fixed(const uint16_t* x, const uint16_t* dy, const double* m, int64_t rows, double* q) {
+  double a[C] = {}, b[C] = {}, mm[C];
+  std::copy(m, m + C, mm);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* px = x + r * C;
+    if (!dy) {
+#pragma omp simd
+      for (int c = 0; c < C; ++c) {
+        const double d = double(bf16_to_float(px[c])) - mm[c];
+        a[c] += d;
+        b[c] += d * d;
+      }
+    } else {
+      const uint16_t* pd = dy + r * C;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) {
+        const double g = bf16_to_float(pd[c]);
+        a[c] += g;
+        b[c] += (double(bf16_to_float(px[c])) - mm[c]) * g;
+      }
+    }
+  }
+  std::copy(a, a + C, q);
+  std::copy(b, b + C, q + C);
+}
+
 class BnNhwcBf16Kernel : public Kernel {
  public:
   BnNhwcBf16Kernel(int64_t N, int64_t C, int64_t S, bool backward, bool train, double eps,
@@ -86,6 +118,13 @@ class BnNhwcBf16Kernel : public Kernel {
     rows(u, n, s0, s1);
     const int64_t C = C_;
     double* q = part_.data() + u * C * 2;
+    const int64_t off = (n * S_ + s0) * C;
+    switch (C) {  // the common widths, accumulators in registers
+      case 16: return sums_fixed<16>(x + off, dy ? dy + off : nullptr, m_.data(), s1 - s0, q);
+      case 32: return sums_fixed<32>(x + off, dy ? dy + off : nullptr, m_.data(), s1 - s0, q);
+      case 64: return sums_fixed<64>(x + off, dy ? dy + off : nullptr, m_.data(), s1 - s0, q);
+      default: break;
+    }
     for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
       const int64_t len = std::min(kChunk, C - c0);
       const double* m = m_.data() + c0;
