@@ -1,4 +1,4 @@
-// mm, bmm, addmm and trainstep.matmul on cuBLASLt. Our tensors are
+// mm, bmm, addmm, trainstep.matmul and trainstep.addmm on cuBLASLt. Our tensors are
 // row-major and cuBLASLt is column-major: a row-major (r, c) matrix has the
 // bytes of the column-major (c, r) one, its transpose. So C = op(a) op(b) is
 // computed as C^T = op(b)^T op(a)^T, with b's buffer as cuBLASLt's A and a's
@@ -309,6 +309,22 @@ std::unique_ptr<Kernel> make_trans(const Build& b) {
   return std::make_unique<MatmulKernel>(b, d, 0, 1, -1, 1.0, 0.0);
 }
 
+// trainstep.addmm: addmm with op(mat1), op(mat2) as trainstep.matmul's.
+std::unique_ptr<Kernel> make_addmm_trans(const Build& b) {
+  const NodeCtx& n = b.node();
+  const Shape& a = n.input(1).shape;
+  const Shape& w = n.input(2).shape;
+  if (a.size() != 2 || w.size() != 2 || n.input(0).shape.size() > 2)
+    n.fail("CUDA: trainstep.addmm operands must be rank 2 (self rank <= 2)");
+  Dims d;
+  d.ta = n.attr_bool("trans_a");
+  d.tb = n.attr_bool("trans_b");
+  d.m = d.ta ? a[1] : a[0];
+  d.k = d.ta ? a[0] : a[1];
+  d.n = d.tb ? w[0] : w[1];
+  return std::make_unique<MatmulKernel>(b, d, 1, 2, 0, n.attr_float("alpha"), n.attr_float("beta"));
+}
+
 }  // namespace
 
 void register_matmul(KernelTable& t) {
@@ -316,6 +332,7 @@ void register_matmul(KernelTable& t) {
   t.add(opname::bmm, make_mm);
   t.add(opname::addmm, make_addmm);
   t.add("trainstep.matmul", make_trans);
+  t.add(opname::addmm_t, make_addmm_trans);
 }
 
 }  // namespace ts::cuda

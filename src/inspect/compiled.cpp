@@ -16,7 +16,7 @@ Fusion fusion_of(const Node& n) {
   if (n.op == "trainstep.fused_elementwise") return Fusion::Elementwise;
   if (n.op == "trainstep.conv2d_relu") return Fusion::PostOp;
   if (n.op == "trainstep.conv_backward_relu" || n.op == "trainstep.max_pool2d_code" ||
-      n.op == "trainstep.max_pool2d_code_backward" || n.op == "trainstep.matmul" ||
+      n.op == "trainstep.max_pool2d_code_backward" || n.op == "trainstep.matmul" || n.op == "trainstep.addmm" ||
       n.op == "trainstep.batch_norm_relu")
     return Fusion::Folded;
   return Fusion::None;

@@ -1,7 +1,7 @@
 // mm, bmm and addmm. float32 runs on oneDNN's matmul primitive with plain
 // row-major layouts: addmm copies the broadcast `self` into the output, then
 // runs the matmul with output scale alpha and a sum post-op with scale beta.
-// trainstep.matmul (made by the fold_transpose pass) reads either operand
+// trainstep.matmul and trainstep.addmm (made by the fold_transpose pass) read either operand
 // transposed through a strided (column-major) memory descriptor, so no
 // transpose is copied. float64 (oneDNN has no f64 matmul on the CPU) runs on
 // Gemm64 (gemm64.h), which reads transposed operands in place too. Both
@@ -299,11 +299,9 @@ std::vector<TensorType> infer_bmm(const NodeCtx& ctx) {
   return {{ctx.input(0).dtype, mm_shape(ctx, 0, 1, 3, "self", "mat2")}};
 }
 
-std::vector<TensorType> infer_addmm(const NodeCtx& ctx) {
-  ctx.expect_inputs(3);
-  Shape c = mm_shape(ctx, 1, 2, 2, "mat1", "mat2");
+// self broadcastable to the product's (M, N) shape c, as addmm takes it.
+void expect_addmm_self(const NodeCtx& ctx, const Shape& c) {
   const TensorType& s = ctx.input(0);
-  expect_same_dtype(ctx, 1, 0, "mat1", "self");
   bool ok = s.shape.size() <= 2;
   for (size_t i = 0; ok && i < s.shape.size(); ++i) {
     int64_t d = s.shape[s.shape.size() - 1 - i];
@@ -312,7 +310,14 @@ std::vector<TensorType> infer_addmm(const NodeCtx& ctx) {
   if (!ok) ctx.fail("self " + s.str() + " is not broadcastable to " + shape_str(c));
   ctx.attr_float("beta");
   ctx.attr_float("alpha");
-  return {{s.dtype, c}};
+}
+
+std::vector<TensorType> infer_addmm(const NodeCtx& ctx) {
+  ctx.expect_inputs(3);
+  Shape c = mm_shape(ctx, 1, 2, 2, "mat1", "mat2");
+  expect_same_dtype(ctx, 1, 0, "mat1", "self");
+  expect_addmm_self(ctx, c);
+  return {{ctx.input(0).dtype, c}};
 }
 
 std::unique_ptr<Kernel> make_addmm(const KernelCtx& k) {
@@ -330,25 +335,26 @@ struct TransShapes {
   Shape a, b, c;  // logical op(a), op(b) and the result
 };
 
-TransShapes trans_shapes(const NodeCtx& ctx) {
-  ctx.expect_inputs(2);
-  const size_t rank = ctx.input(0).shape.size();
-  if ((rank != 2 && rank != 3) || ctx.input(1).shape.size() != rank)
-    ctx.fail("a and b must both be rank 2 or both rank 3, got " + ctx.input(0).str() + " and " +
-             ctx.input(1).str());
-  expect_float_rank(ctx, 0, rank, "a");
-  expect_float_rank(ctx, 1, rank, "b");
-  expect_same_dtype(ctx, 0, 1, "a", "b");
+// a and b are inputs ia and ia + 1.
+TransShapes trans_shapes(const NodeCtx& ctx, int ia = 0) {
+  const int ib = ia + 1;
+  const size_t rank = ctx.input(ia).shape.size();
+  if ((rank != 2 && rank != 3) || ctx.input(ib).shape.size() != rank)
+    ctx.fail("a and b must both be rank 2 or both rank 3, got " + ctx.input(ia).str() + " and " +
+             ctx.input(ib).str());
+  expect_float_rank(ctx, ia, rank, "a");
+  expect_float_rank(ctx, ib, rank, "b");
+  expect_same_dtype(ctx, ia, ib, "a", "b");
   TransShapes t;
   t.ta = ctx.attr_bool("trans_a");
   t.tb = ctx.attr_bool("trans_b");
-  t.a = ctx.input(0).shape;
-  t.b = ctx.input(1).shape;
+  t.a = ctx.input(ia).shape;
+  t.b = ctx.input(ib).shape;
   if (t.ta) std::swap(t.a[rank - 2], t.a[rank - 1]);
   if (t.tb) std::swap(t.b[rank - 2], t.b[rank - 1]);
   if (rank == 3 && t.a[0] != t.b[0])
-    ctx.fail("batch sizes differ: " + shape_str(ctx.input(0).shape) + " and " +
-             shape_str(ctx.input(1).shape));
+    ctx.fail("batch sizes differ: " + shape_str(ctx.input(ia).shape) + " and " +
+             shape_str(ctx.input(ib).shape));
   if (t.a[rank - 1] != t.b[rank - 2])
     ctx.fail("inner dimensions differ: " + std::string(t.ta ? "a^T " : "a ") + shape_str(t.a) +
              " @ " + (t.tb ? "b^T " : "b ") + shape_str(t.b));
@@ -358,6 +364,7 @@ TransShapes trans_shapes(const NodeCtx& ctx) {
 }
 
 std::vector<TensorType> infer_trans_mm(const NodeCtx& ctx) {
+  ctx.expect_inputs(2);
   return {{ctx.input(0).dtype, trans_shapes(ctx).c}};
 }
 
@@ -365,6 +372,30 @@ std::unique_ptr<Kernel> make_trans_mm(const KernelCtx& k) {
   TransShapes t = trans_shapes(k.node);
   return build(k.node, [&] {
     return make_kernel(k, t.a, t.b, t.c, 0, 1, nullptr, 1.0, 0.0, t.ta, t.tb);
+  });
+}
+
+// trainstep.addmm: addmm with op(mat1), op(mat2) as trainstep.matmul's.
+TransShapes addmm_t_shapes(const NodeCtx& ctx) {
+  ctx.expect_inputs(3);
+  if (ctx.input(1).shape.size() != 2 || ctx.input(2).shape.size() != 2)
+    ctx.fail("mat1 and mat2 must be rank 2, got " + ctx.input(1).str() + " and " + ctx.input(2).str());
+  TransShapes t = trans_shapes(ctx, 1);
+  expect_same_dtype(ctx, 1, 0, "mat1", "self");
+  expect_addmm_self(ctx, t.c);
+  return t;
+}
+
+std::vector<TensorType> infer_addmm_t(const NodeCtx& ctx) {
+  return {{ctx.input(0).dtype, addmm_t_shapes(ctx).c}};
+}
+
+std::unique_ptr<Kernel> make_addmm_t(const KernelCtx& k) {
+  const NodeCtx& n = k.node;
+  TransShapes t = addmm_t_shapes(n);
+  return build(n, [&] {
+    return make_kernel(k, t.a, t.b, t.c, 1, 2, &n.input(0).shape, n.attr_float("alpha"),
+                       n.attr_float("beta"), t.ta, t.tb);
   });
 }
 
@@ -390,7 +421,16 @@ void register_matmul_ops(OpRegistry& r) {
               "self broadcastable to (M,N); self is ignored when beta=0",
               infer_addmm, make_addmm};
   addmm.bf16 = Bf16::Native;
+  addmm.fuse_role = FuseRole::AddMm;
   r.add(std::move(addmm));
+  OpDef addmm_t{opname::addmm_t,
+                "beta*self + alpha*(op(mat1) @ op(mat2)), addmm with op = transpose when attr "
+                "trans_a / trans_b; reads transposed operands in place (made by the "
+                "fold_transpose pass from addmm(self, x, t(w)), as nn.Linear exports)",
+                infer_addmm_t, make_addmm_t};
+  addmm_t.bf16 = Bf16::Native;
+  addmm_t.fuse_role = FuseRole::AddMmT;
+  r.add(std::move(addmm_t));
   OpDef matmul{"trainstep.matmul",
                "op(a) @ op(b) for float32 (oneDNN, or SmallGemm where it measures faster), bfloat16 "
                "(oneDNN) or float64 "

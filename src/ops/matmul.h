@@ -7,5 +7,7 @@ namespace ts::opname {
 inline constexpr const char* mm = "aten.mm.default";
 inline constexpr const char* bmm = "aten.bmm.default";
 inline constexpr const char* addmm = "aten.addmm.default";
+// addmm reading mat1 / mat2 transposed in place (attrs trans_a, trans_b).
+inline constexpr const char* addmm_t = "trainstep.addmm";
 
 }  // namespace ts::opname

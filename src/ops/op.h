@@ -187,6 +187,8 @@ enum class FuseRole {
   Permute,          // x's dims reordered by attr dims
   MatMul,           // a @ b
   MatMulT,          // op(a) @ op(b), op by attrs trans_a / trans_b
+  AddMm,            // beta * self + alpha * (mat1 @ mat2)
+  AddMmT,           // AddMm of op(mat1), op(mat2), op by attrs trans_a / trans_b
   Add,              // self + alpha * other (a sum of products may merge)
   BatchMatMul,      // a @ b of rank-3 a, b (batched)
   SwapDims,         // x with dims attr dim0 and dim1 swapped

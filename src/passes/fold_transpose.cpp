@@ -3,19 +3,27 @@
 #include <algorithm>
 
 #include "ir/rewrite.h"
+#include "ops/matmul.h"
 #include "ops/shape.h"
 #include "passes/products.h"
 
 namespace ts {
 namespace {
 
-// The ops the folds produce (FuseRole Transpose and MatMulT).
+// The ops the folds produce (FuseRole Transpose, MatMulT and AddMmT).
 const char* const kT = opname::t;
 const char* const kMatmul = "trainstep.matmul";
+const char* const kAddmmT = opname::addmm_t;
 
 FuseRole role(const Node& n) { return def_of(n).fuse_role; }
 
 bool is_t(const Node& n) { return role(n) == FuseRole::Transpose; }
+
+// addmm, or trainstep.addmm: mat1 and mat2 are inputs 1 and 2.
+bool is_addmm(const Node& n) { return role(n) == FuseRole::AddMm || role(n) == FuseRole::AddMmT; }
+
+// A node that can read an operand transposed in place.
+bool reads_transposed(const Node& n) { return is_product(n) || is_addmm(n); }
 
 // The live node producing v if it is a transpose, else -1.
 int transpose_producer(const Function& f, int v) {
@@ -112,7 +120,8 @@ void swap_ops(Function& f, Node& first, Node& second) {
 // Autocast puts a cast between a transpose and its product: the forward
 // casts t(weight) to bfloat16, the backward casts the product and then
 // transposes it. A transpose moved to the product's side folds into it
-// below: cast(t(x)) -> t(cast(x)) when the cast feeds a product, and
+// below: cast(t(x)) -> t(cast(x)) when the cast feeds products (addmm
+// included) and transposes only, and
 // t(cast(p)) -> cast(t(p)) when p is a product's or a transpose's (which
 // then cancels).
 bool move_transposes_to_products(Function& f) {
@@ -126,9 +135,15 @@ bool move_transposes_to_products(Function& f) {
     Node& next = f.nodes[r];
     if (next.outputs.size() != 1 || next.outputs[0] < 0) continue;
     bool swap = false;
-    if (is_t(n) && is_cast(next)) {  // cast(t(x)), read by a product
-      const int c = sole_reader(f, readers, outs, next.outputs[0]);
-      swap = c >= 0 && is_product(f.nodes[c]);
+    if (is_t(n) && is_cast(next)) {  // cast(t(x)), read by products and transposes
+      // Under autocast the backward reuses the forward's bfloat16 weight,
+      // t(cast(t(w))): that t cancels once the cast reads w itself.
+      const int v = next.outputs[0];
+      swap = !outs[v] && !readers[v].empty();
+      for (int c : readers[v]) {
+        const Node& rn = f.nodes[c];
+        swap = swap && !rn.dead && (reads_transposed(rn) || is_t(rn));
+      }
     } else if (is_cast(n) && is_t(next) && n.inputs.at(0) >= 0) {  // t(cast(p))
       const int p = f.producer[n.inputs[0]];
       swap = p >= 0 && !f.nodes[p].dead && (is_product(f.nodes[p]) || is_t(f.nodes[p])) &&
@@ -164,6 +179,29 @@ bool fold_once(Function& f, bool batched) {
         bool ta = product_flag(m, "trans_a"), tb = product_flag(m, "trans_b");
         set_matmul(n, m.inputs.at(1), m.inputs.at(0), !tb, !ta);
         m.dead = true;
+        changed = true;
+      }
+      continue;
+    }
+    if (is_addmm(n) && n.inputs.size() == 3) {  // addmm(self, op(a), op(b))
+      int a = n.inputs[1], b = n.inputs[2];
+      bool ta = n.attrs.value("trans_a", false), tb = n.attrs.value("trans_b", false), fold = false;
+      if (int p = transpose_producer(f, a); p >= 0) {
+        a = f.nodes[p].inputs.at(0);
+        ta = !ta;
+        fold = true;
+      }
+      if (int p = transpose_producer(f, b); p >= 0) {
+        b = f.nodes[p].inputs.at(0);
+        tb = !tb;
+        fold = true;
+      }
+      if (fold) {
+        n.op = kAddmmT;
+        n.def = nullptr;  // compact() re-resolves it
+        n.inputs = {n.inputs[0], a, b};
+        n.attrs["trans_a"] = ta;
+        n.attrs["trans_b"] = tb;
         changed = true;
       }
       continue;

@@ -2,7 +2,9 @@
 // trainstep.matmul with trans_a / trans_b (oneDNN reads the operand
 // transposed in place); t(t(x)) -> x; t(mm(a, b)) -> trainstep.matmul
 // computing b^T @ a^T when the t is the product's only reader;
-// bmm(transpose(x, 1, 2), y) and the like become rank-3 trainstep.matmul.
+// bmm(transpose(x, 1, 2), y) and the like become rank-3 trainstep.matmul;
+// addmm(self, x, t(w)), nn.Linear's forward, becomes trainstep.addmm with
+// trans_b (the weight's transpose was copied every step).
 // Transposes nobody reads any more are removed.
 #pragma once
 #include "ir/program.h"

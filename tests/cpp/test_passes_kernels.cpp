@@ -199,6 +199,53 @@ TEST(FoldTranspose, CastsBetweenTransposesAndProductsMoveAside) {
   EXPECT_EQ(f.value_types[f.outputs[1].value], F({5, 3}));
 }
 
+// nn.Linear with a bias exports addmm(b, x, t(w)): the transpose folds into
+// trainstep.addmm (trans_b), alpha and beta kept. Under autocast the
+// bfloat16 copy of t(w) feeds the forward addmm and, transposed back, the
+// backward's mm(g, t(cast(t(w)))): the cast moves to w, both fold.
+TEST(FoldTranspose, AddmmReadsTheWeightTransposed) {
+  Builder b;
+  int x = b.input("x", F({4, 3})), w = b.input("w", F({5, 3})), bias = b.input("bias", F({5}));
+  int x2 = b.input("x2", F({3, 4}));
+  int t0 = b.node("t", "aten.t.default", {w}, F({3, 5}));
+  int y = b.node("addmm", "aten.addmm.default", {bias, x, t0}, F({4, 5}), {{"beta", 0.5}, {"alpha", 2}});
+  int tx = b.node("t_1", "aten.t.default", {x2}, F({4, 3}));
+  int tw = b.node("t_2", "aten.t.default", {w}, F({3, 5}));
+  int z = b.node("addmm_1", "aten.addmm.default", {bias, tx, tw}, F({4, 5}), {{"beta", 1}, {"alpha", 1}});
+  b.output(y);
+  b.output(z);
+  Function before = b.done(), f = before;
+  ts::fold_transpose(f);
+  std::vector<std::string> want = {
+      R"(%addmm = trainstep.addmm(%bias, %x, %w, {"alpha":2,"beta":0.5,"trans_a":false,"trans_b":true}))",
+      R"(%addmm_1 = trainstep.addmm(%bias, %x2, %w, {"alpha":1,"beta":1,"trans_a":true,"trans_b":true}))",
+  };
+  EXPECT_EQ(dump(f), want);
+  expect_same_outputs(before, f, 3);
+
+  Builder c;
+  auto B = [](ts::Shape s) { return TensorType{DType::BF16, s}; };
+  const json to_bf16 = {{"dtype", "bfloat16"}};
+  const char* cast = "aten._to_copy.default";
+  int xb = c.input("xb", B({4, 3})), w2 = c.input("w", F({5, 3})), bb = c.input("bb", B({5}));
+  int g = c.input("g", B({4, 5}));
+  int t1 = c.node("t", "aten.t.default", {w2}, F({3, 5}));
+  int wb = c.node("wb", cast, {t1}, B({3, 5}), to_bf16);
+  int fwd = c.node("addmm", "aten.addmm.default", {bb, xb, wb}, B({4, 5}), {{"beta", 1}, {"alpha", 1}});
+  int t2 = c.node("t_1", "aten.t.default", {wb}, B({5, 3}));
+  int gx = c.node("mm", "aten.mm.default", {g, t2}, B({4, 3}));
+  c.output(fwd);
+  c.output(gx);
+  Function g2 = c.done();
+  ts::fold_transpose(g2);
+  std::vector<std::string> want2 = {
+      R"(%t = aten._to_copy.default(%w, {"dtype":"bfloat16"}))",
+      R"(%addmm = trainstep.addmm(%bb, %xb, %t, {"alpha":1,"beta":1,"trans_a":false,"trans_b":true}))",
+      "%mm = aten.mm.default(%g, %t)",
+  };
+  EXPECT_EQ(dump(g2), want2);
+}
+
 // torch 2.x writes a linear layer's t(w) as permute(w, [1, 0]): it folds
 // like aten.t; a 3-d permute, and one the product does not read, stay.
 TEST(FoldTranspose, TwoDimPermutesFoldLikeT) {

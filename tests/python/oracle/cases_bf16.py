@@ -313,6 +313,11 @@ def _matmuls():
                     ulp=1, ulp_scale=2),
             op_case("aten.addmm.default", In((64,), BF), In((16, 200), BF), In((200, 64), BF), ulp=1, ulp_scale=2),
             viewed("aten.t.default", {}, "aten.mm.default", In((4, 3), BF), In((4, 5), BF), ulp=1, ulp_scale=1)]
+    # fold_transpose's addmm reading its weight transposed: nn.Linear under autocast.
+    out += [op_case("trainstep.addmm", In((5,), BF), In((3, 4), BF), In((5, 4), BF), beta=1, alpha=1,
+                    trans_a=False, trans_b=True, ulp=1, ulp_scale=2),
+            op_case("trainstep.addmm", In((64,), BF), In((200, 16), BF), In((64, 200), BF), beta=1, alpha=1,
+                    trans_a=True, trans_b=True, ulp=1, ulp_scale=2)]
     return out
 
 

@@ -250,5 +250,28 @@ def _negatives():
     ]
 
 
+def _addmm_t():
+    """trainstep.addmm: fold_transpose's addmm(self, op(mat1), op(mat2)), on
+    each engine (float32's candidates, Gemm64), and the fold itself from
+    nn.Linear's addmm(b, x, t(w)) (MNIST's fc1 shape)."""
+    out = []
+    for ta in (False, True):
+        for tb in (False, True):
+            a = (4, 3) if ta else (3, 4)
+            b = (5, 4) if tb else (4, 5)
+            for bias, beta, alpha in (((5,), 1, 1), ((3, 5), 0.5, 2.0), ((3, 1), 1, 1)):
+                out.append(op_case("trainstep.addmm", In(bias), In(a), In(b), beta=beta, alpha=alpha,
+                                   trans_a=ta, trans_b=tb, tol=MM_TOL))
+            out.append(op_case("trainstep.addmm", In((5,), D), In(a, D), In(b, D), beta=1, alpha=1,
+                               trans_a=ta, trans_b=tb, tol=_mm64_tol(4)))
+    out.append(op_case("trainstep.addmm", In((3, 5), kind="special"), In((4, 3)), In((4, 5)), beta=0, alpha=1,
+                       trans_a=True, trans_b=False, tol=MM_TOL))
+    out.append(Case("trainstep.addmm", Program(
+        {"b": In((128,)), "x": In((64, 9216)), "w": In((128, 9216))},
+        [Node("aten.t.default", ["w"]), Node("aten.addmm.default", ["b", "x", "n0"], {"beta": 1, "alpha": 1})]),
+        tol=(1e-4, 1e-3), expect_ops={"opt": ["trainstep.addmm"]}))
+    return out
+
+
 def cases():
-    return _convs() + _convs_f64() + _pools() + _matmuls() + _negatives()
+    return _convs() + _convs_f64() + _pools() + _matmuls() + _negatives() + _addmm_t()

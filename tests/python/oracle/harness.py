@@ -288,6 +288,12 @@ def _ref_matmul(args, attrs):
     return torch.mm(a.t() if attrs["trans_a"] else a, b.t() if attrs["trans_b"] else b)
 
 
+def _ref_addmm_t(args, attrs):
+    s, a, b = args
+    return torch.addmm(s, a.t() if attrs["trans_a"] else a, b.t() if attrs["trans_b"] else b,
+                       beta=attrs["beta"], alpha=attrs["alpha"])
+
+
 def _ref_conv_relu(args, attrs):
     return torch.relu(call_aten("aten.convolution.default", args, attrs))
 
@@ -345,6 +351,7 @@ TRAINSTEP_REFS = {
     "trainstep.max_pool2d_code": _ref_pool_code,
     "trainstep.constant": _ref_constant,
     "trainstep.matmul": _ref_matmul,
+    "trainstep.addmm": _ref_addmm_t,
     "trainstep.conv2d_relu": _ref_conv_relu,
     "trainstep.batch_norm_relu": _ref_batch_norm_relu,
     "trainstep.fused_elementwise": _ref_fused,
