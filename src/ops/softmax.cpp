@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ops/bf16_lanes.h"
 #include "ops/broadcast.h"
 #include "ops/isa_target.h"
 #include "ops/parallel.h"
@@ -94,40 +95,9 @@ void fwd_line_vec(const float* xs, float* ys, int64_t R) {
 
 // ---- contiguous bfloat16 lines, conversions folded into the passes ----
 // The last pass of a line computes each float32 result and rounds it to
-// bfloat16 as it stores (softmax: e * inv; log_softmax: (x - m) - ls). GCC
-// leaves the scalar rounding rule unvectorised, so the rule is spelled out
-// on W lanes with vector extensions and compiled per ISA level; the scalar
-// level uses float_to_bf16 itself. Same bits as bf16_round_bits.
-template <int W>
-struct BfLanes {
-  typedef float f __attribute__((vector_size(W * 4)));
-  typedef uint32_t u __attribute__((vector_size(W * 4)));
-  typedef int32_t i __attribute__((vector_size(W * 4)));
-  typedef uint16_t h __attribute__((vector_size(W * 2)));
-};
-
-// Vectors by reference: these are unmarked templates inlined into marked
-// functions, and a 64-byte vector by value would change the unmarked ABI.
-template <int W>
-TS_INLINE void store_bf16(uint16_t* y, const typename BfLanes<W>::f& v) {
-  using L = BfLanes<W>;
-  typename L::u u;
-  std::memcpy(&u, &v, sizeof u);
-  const typename L::u r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  const typename L::u nan = (typename L::u)((typename L::i)(u & 0x7FFFFFFFu) > 0x7F800000);
-  const typename L::h b = __builtin_convertvector((r & ~nan) | (nan & 0x7FC0u), typename L::h);
-  std::memcpy(y, &b, sizeof b);
-}
-
-template <int W>
-TS_INLINE void load_bf16(const uint16_t* x, typename BfLanes<W>::f& v) {
-  using L = BfLanes<W>;
-  typename L::h b;
-  std::memcpy(&b, x, sizeof b);
-  const typename L::u u = __builtin_convertvector(b, typename L::u) << 16;
-  std::memcpy(&v, &u, sizeof v);
-}
-
+// bfloat16 as it stores (softmax: e * inv; log_softmax: (x - m) - ls), on W
+// lanes (bf16_lanes.h) compiled per ISA level; the scalar level uses
+// float_to_bf16 itself. Same bits as bf16_round_bits.
 // y = round(e * s), W lanes at a time, the tail scalar.
 template <int W>
 TS_INLINE void scale_round(const float* e, float s, uint16_t* y, int64_t R) {
