@@ -59,6 +59,14 @@ struct BnGeom {
 // it under autocast.
 DType per_channel_dtype(const TensorType& x) { return x.dtype == DType::BF16 ? DType::F32 : x.dtype; }
 
+// The saves' dtype: per_channel_dtype, but a bfloat16 batch norm with no
+// per-channel input at all (affine=False, as instance norm and a captured
+// BatchNorm2d(affine=False) run it) is not torch's mixed-type path, and
+// keeps them in bfloat16.
+DType bn_save_dtype(const TensorType& x, bool per_channel_inputs) {
+  return x.dtype == DType::BF16 && !per_channel_inputs ? DType::BF16 : per_channel_dtype(x);
+}
+
 // Checks a (N, C, *) float tensor and the optional per-channel ones (of
 // per_channel_dtype).
 BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, const char*>>& per_c) {
@@ -145,7 +153,8 @@ std::vector<TensorType> infer_bn(const NodeCtx& ctx) {
   if (port_layout(ctx, false, 0, ctx.input(0)) != port_layout(ctx, true, 0, ctx.input(0)))
     ctx.fail("input 0 and output 0 must have one layout");
   Shape save{bn_training(ctx) ? g.C : 0};
-  const DType t = per_channel_dtype(ctx.input(0));
+  const bool per_channel = ctx.has_input(1) || ctx.has_input(2) || running;
+  const DType t = bn_save_dtype(ctx.input(0), per_channel);
   return {ctx.input(0), {t, save}, {t, save}};
 }
 
@@ -268,8 +277,7 @@ class BnFwdBf16Kernel : public Kernel {
     const float* w = in[1].data ? in[1].as<float>() : nullptr;
     const float* b = in[2].data ? in[2].as<float>() : nullptr;
     uint16_t* y = out[0].data ? out[0].as<uint16_t>() : nullptr;
-    float* save_mean = training_ && out[1].data ? out[1].as<float>() : nullptr;
-    float* save_invstd = training_ && out[2].data ? out[2].as<float>() : nullptr;
+    const bool save_mean = training_ && out[1].data, save_invstd = training_ && out[2].data;
     const BnGeom g = g_;
     const double M = double(g.M());
     parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
@@ -281,8 +289,8 @@ class BnFwdBf16Kernel : public Kernel {
         double var = std::max((s2 - s1 * s1 / M) / M, 0.0);
         mean = shift + s1 / M;
         invstd = 1.0 / std::sqrt(var + eps_);
-        if (save_mean) save_mean[c] = float(mean);
-        if (save_invstd) save_invstd[c] = float(invstd);
+        if (save_mean) set_channel_value(out[1], c, mean);
+        if (save_invstd) set_channel_value(out[2], c, invstd);
       } else {
         mean = in[3].as<float>()[c];
         invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
@@ -330,8 +338,8 @@ class BnBwdBf16Kernel : public Kernel {
     parallel_for(g.C, g.C > 1 && g.M() * g.C > (1 << 15), [&](int64_t c) {
       double mean, invstd;
       if (train_) {
-        mean = in[5].as<float>()[c];
-        invstd = in[6].as<float>()[c];
+        mean = channel_value(in[5], c);
+        invstd = channel_value(in[6], c);
       } else {
         mean = in[3].as<float>()[c];
         invstd = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps_);
@@ -499,11 +507,19 @@ std::vector<TensorType> infer_bn_bwd(const NodeCtx& ctx) {
   bn_mask(ctx);
   // The saves are empty ([0]) in eval mode; only the mode's pair is read.
   std::vector<std::pair<int, const char*>> per_c = {{2, "weight"}};
-  if (train)
+  // The forward's saves are bfloat16 where it had no per-channel input.
+  const bool bf16_saves = train && ctx.input(1).dtype == DType::BF16 && !ctx.has_input(2) &&
+                          ctx.has_input(5) && ctx.input(5).dtype == DType::BF16;
+  if (train && !bf16_saves)
     per_c.insert(per_c.end(), {{5, "save_mean"}, {6, "save_invstd"}});
-  else
+  else if (!train)
     per_c.insert(per_c.end(), {{3, "running_mean"}, {4, "running_var"}});
   BnGeom g = bn_geom(ctx, 1, per_c);
+  if (bf16_saves)
+    for (int i : {5, 6})
+      if (ctx.has_input(i) && ctx.input(i) != TensorType{DType::BF16, {g.C}})
+        ctx.fail(std::string(i == 5 ? "save_mean" : "save_invstd") + " must be bfloat16[" +
+                 std::to_string(g.C) + "] like save_mean, got " + ctx.input(i).str());
   if (train && (!ctx.has_input(5) || !ctx.has_input(6)))
     ctx.fail("training mode (train=true) needs save_mean and save_invstd");
   if (!train && (!ctx.has_input(3) || !ctx.has_input(4)))
@@ -593,7 +609,8 @@ void register_batch_norm_ops(OpRegistry& r) {
   const LayoutCaps fwd_layouts{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr, true};
   OpDef bn{opname::batch_norm,
            "batch normalisation of float32, float64 or bfloat16 (N, C, *) over all dims but C "
-           "(bfloat16: float32 weight, bias, stats and saves), optional weight/bias; "
+           "(bfloat16: float32 weight, bias, stats and saves, but bfloat16 saves with no weight, "
+           "bias or stats, as torch), optional weight/bias; "
            "training=true: batch statistics (running stats must be absent) -> (out, save_mean, "
            "save_invstd); training=false: running_mean/running_var -> (out, [0], [0]); input and "
            "output may be channel-blocked (float32) or channels-last (bfloat16) (plan_layouts)",

@@ -7,8 +7,20 @@
 #include <cstdint>
 
 #include "ops/op.h"
+#include "trainstep/bfloat16.h"
 
 namespace ts {
+
+// Channel c of a per-channel tensor: float32, or bfloat16 for the saves of
+// a bfloat16 batch norm with no weight, bias or running stats (torch keeps
+// them in the input's dtype then; see bn_save_dtype).
+inline double channel_value(const Tensor& t, int64_t c) {
+  return t.dtype == DType::BF16 ? double(bf16_to_float(t.as<uint16_t>()[c])) : double(t.as<float>()[c]);
+}
+inline void set_channel_value(const Tensor& t, int64_t c, double v) {
+  if (t.dtype == DType::BF16) t.as<uint16_t>()[c] = float_to_bf16(float(v));
+  else t.as<float>()[c] = float(v);
+}
 
 // Port indices are the ops': forward (x, weight?, bias?, running_mean?,
 // running_var?) -> (y, save_mean, save_invstd); backward (grad_out, x,
@@ -20,10 +32,10 @@ struct BnChannelStep {
 
   // Backward's statistics, from the saves (train) or the running stats.
   double mean(const Tensor* in, int64_t c) const {
-    return train ? in[5].as<float>()[c] : in[3].as<float>()[c];
+    return train ? channel_value(in[5], c) : in[3].as<float>()[c];
   }
   double invstd(const Tensor* in, int64_t c) const {
-    return train ? in[6].as<float>()[c] : 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps);
+    return train ? channel_value(in[6], c) : 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps);
   }
 
   // Channel c's totals t1, t2 (forward: sums of d and d^2, d = x - shift m;
@@ -41,8 +53,8 @@ struct BnChannelStep {
         const double var = std::max((t2 - t1 * t1 / M) / M, 0.0);
         mu = m + t1 / M;
         is = 1.0 / std::sqrt(var + eps);
-        if (out[1].data) out[1].as<float>()[c] = float(mu);
-        if (out[2].data) out[2].as<float>()[c] = float(is);
+        if (out[1].data) set_channel_value(out[1], c, mu);
+        if (out[2].data) set_channel_value(out[2], c, is);
       } else {
         mu = in[3].as<float>()[c];
         is = 1.0 / std::sqrt(double(in[4].as<float>()[c]) + eps);

@@ -528,7 +528,30 @@ def _softmax_bits():
     return out
 
 
+def _batch_norms_no_params():
+    """Training batch norm with no weight, bias or running stats (affine=False
+    as the exporter captures it; instance norm): torch keeps the saves in
+    bfloat16 then, and the backward reads them so. torch's backward on that
+    path (not the mixed-type one) rounds between its steps where ours
+    rounds once: a few ulps of the output's scale apart. Last, so the
+    cases above keep their names (and seeds)."""
+    out = []
+    op, bwd = "aten.native_batch_norm.default", "aten.native_batch_norm_backward.default"
+    fa = dict(training=True, momentum=0.1, eps=1e-5)
+    for s in ((4, 3), (2, 3, 4, 5), (16, 8, 16, 16)):
+        c = op_case(op, In(s, BF), None, None, None, None, ulp=1, ulp_scale=1, tol=BN_TOL, **fa)
+        c.program.outputs = ["n0.0", "n0.1", "n0.2"]
+        out.append(c)
+        out.append(Case(bwd, Program({"x": In(s, BF)}, [
+            Node(op, ["x", None, None, None, None], fa),
+            Node("aten.mul.Tensor", ["n0.0", "n0.0"]),
+            Node(bwd, ["n1", "x", None, None, None, "n0.1", "n0.2"],
+                 dict(train=True, eps=1e-5, output_mask=[True, False, False]))]),
+            ulp=1, ulp_scale=4, tol=(1e-4, 1e-4)))
+    return out
+
+
 def cases():
     return (_casts() + _scalars() + _binary() + _compare() + _unary() + _select() + _reductions() + _softmax() +
             _matmuls() + _convs() + _pools() + _norms() + _batch_norms() +
-            _shapes() + _where_bits() + _reductions_native() + _softmax_bits())
+            _shapes() + _where_bits() + _reductions_native() + _softmax_bits() + _batch_norms_no_params())
