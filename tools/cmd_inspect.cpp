@@ -149,7 +149,8 @@ void add_ops(CLI::App& app, Action& action) {
         nlohmann::json j = {{"version", ts::program_format_version()},
                             {"trainstep_version", TRAINSTEP_VERSION},
                             {"ops", nlohmann::json::array()}};
-        for (const auto& op : ops) j["ops"].push_back({{"name", op.name}, {"doc", op.doc}});
+        for (const auto& op : ops)
+          j["ops"].push_back({{"name", op.name}, {"doc", op.doc}, {"bfloat16", op.bfloat16}});
         std::printf("%s\n", j.dump(1).c_str());
       } else {
         for (const auto& op : ops) std::printf("%-48s %s\n", op.name.c_str(), op.doc.c_str());

@@ -144,6 +144,7 @@ class Inspector {
 // build without the CUDA backend).
 struct OpInfo {
   std::string name, doc;
+  bool bfloat16 = false;  // takes bfloat16 tensors (natively or through float32)
 };
 std::vector<OpInfo> supported_ops(Device d = Device::Cpu);
 

@@ -13,7 +13,7 @@ std::vector<OpInfo> supported_ops(Device d) {
   std::vector<OpInfo> ops;
   for (const auto& op : OpRegistry::get().all())
     if (d == Device::Cpu || std::find(on_device.begin(), on_device.end(), op.name) != on_device.end())
-      ops.push_back({op.name, op.doc});
+      ops.push_back({op.name, op.doc, op.bf16 != Bf16::No});
   return ops;
 }
 

@@ -175,8 +175,9 @@ std::unique_ptr<Kernel> flip_make(const KernelCtx& kc) {
 DType cumsum_dtype(const NodeCtx& ctx) {
   const DType in = ctx.input(0).dtype;
   const DType t = ctx.attr_dtype("dtype").value_or(dtype_is_float(in) ? in : DType::I64);
-  if (t != DType::F32 && t != DType::F64 && t != DType::I64)
-    ctx.fail(std::string("cumsum to ") + dtype_name(t) + " is not supported (float32, float64 or int64)");
+  if (t != DType::F32 && t != DType::F64 && t != DType::I64 && t != DType::BF16)
+    ctx.fail(std::string("cumsum to ") + dtype_name(t) +
+             " is not supported (float32, float64, bfloat16 or int64)");
   return t;
 }
 
@@ -246,7 +247,8 @@ void register_repeat_ops(OpRegistry& r) {
               &flip_infer, &flip_make, false, nullptr, false, -1, true});
   r.add(OpDef{"aten.cumsum.default",
               "running sum along attr dim, in order; attr dtype null: self's (bool/int -> int64); float32, "
-              "float64 or int64 results (float32 sums in double, as torch's CPU kernel)",
+              "float64, bfloat16 or int64 results (float32 sums in double, as torch's CPU kernel; "
+              "bfloat16 through float32, each sum rounded)",
               &cumsum_infer, &cumsum_make});
 }
 

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import BIN, run
 
@@ -45,6 +46,46 @@ def test_every_registered_op_has_oracle_cases():
     missing = sorted(registered_ops() - have)
     assert not missing, ("ops registered without oracle cases (add them to "
                          f"tests/python/oracle/cases_*.py, see its README.md): {missing}")
+
+
+# Ops that take bfloat16 but need no bfloat16 case of their own, and why.
+BF16_EXEMPT = {
+    "trainstep.all_reduce_start": "gradients cross ranks in float32 (test_distributed.py)",
+    "trainstep.all_reduce_wait": "gradients cross ranks in float32 (test_distributed.py)",
+    "trainstep.philox_uniform.default": "draws float32 only; dropout casts its mask",
+    "trainstep.philox_normal.default": "draws float32 only",
+}
+if torch.__version__.startswith("1."):  # no bfloat16 CPU kernels in 1.13: 2.x checks them
+    from oracle.cases_bf16_more import NOT_IN_TORCH_1
+    BF16_EXEMPT.update({op: "torch 1.13 has no bfloat16 kernel" for op in NOT_IN_TORCH_1})
+
+
+def _has_bf16(case):
+    """A case with a bfloat16 input tensor or a bfloat16 dtype attr."""
+    def bf16(v):
+        if isinstance(v, (list, tuple)):
+            return any(bf16(x) for x in v)
+        return getattr(v, "dtype", None) in ("bfloat16", torch.bfloat16)
+    return (any(bf16(v) for v in case.program.inputs.values()) or
+            any(n.attrs.get("dtype") == "bfloat16" for n in case.program.nodes))
+
+
+def registered_bf16_ops():
+    return {o["name"] for o in json.loads(run("ops", "--json").stdout)["ops"] if o["bfloat16"]}
+
+
+def test_every_bfloat16_op_has_bfloat16_oracle_cases():
+    """Every op that takes bfloat16 is checked against torch's bfloat16 result
+    (an op counts where it is the case's op, or a fused op the passes must
+    make from it, expect_ops)."""
+    have = set()
+    for c in CASES:
+        if _has_bf16(c):
+            have.add(c.op)
+            for ops in (c.expect_ops or {}).values():
+                have.update(ops)
+    missing = sorted(registered_bf16_ops() - have - set(BF16_EXEMPT))
+    assert not missing, f"ops taking bfloat16 without a bfloat16 oracle case: {missing}"
 
 
 def test_oracle_cases_name_registered_ops():

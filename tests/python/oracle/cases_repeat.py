@@ -66,7 +66,7 @@ def _negatives():
         neg_case("aten.cumsum.default", In((2, 3)), dim=2, error="dim 2 is out of range for a tensor of rank 2"),
         neg_case("aten.cumsum.default", In(()), dim=1, error="dim 1 is out of range for a tensor of rank 0"),
         neg_case("aten.cumsum.default", In((2, 3), I32), dim=0, dtype=I32,
-                 error="cumsum to int32 is not supported (float32, float64 or int64)",
+                 error="cumsum to int32 is not supported (float32, float64, bfloat16 or int64)",
                  unsupported="int32 cumsum results"),
     ]
 
