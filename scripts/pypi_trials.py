@@ -4,13 +4,14 @@ as a new user would (issue 35). Not in CI: it installs the packages into a
 scratch folder (never the project's environments) and reports, case by
 case, rather than asserting.
 
-    scripts/pypi_trials.py [--scratch DIR] [--only NAME,...] [--keep DIR]
+    scripts/pypi_trials.py [--scratch DIR] [--only NAME,...] [--keep DIR] [--autocast bfloat16]
 
 Run it with the torch 2.x interpreter (scripts/torch2-env.sh prints it) and
 TRAINSTEP_BIN set. Each case is a spec written here around the package's
 own classes: a small config, an example batch, a loss and an optimizer.
 Prints one markdown row per case: ok, FAILED (verify), or the export's
-one-line refusal.
+one-line refusal. --autocast bfloat16 exports every case with its forward
+and loss under torch.autocast (docs/bf16.md).
 """
 import argparse
 import os
@@ -196,14 +197,15 @@ def one_line(text):
     return line if len(line) < 400 else line[:397] + "..."
 
 
-def run_case(binary, scratch, folder, name, preamble, body):
+def run_case(binary, scratch, folder, name, preamble, body, autocast=None):
     path = os.path.join(folder, "".join(c if c.isalnum() else "_" for c in name) + ".py")
     with open(path, "w") as f:
         f.write(spec_text(scratch, preamble, body))
     art = path[:-3] + ".tstep"
     env = dict(os.environ, TRAINSTEP_PYTHON=sys.executable)
-    p = subprocess.run([binary, "export", path, "--out", art], capture_output=True, text=True,
-                       env=env, timeout=900)
+    extra = ["--autocast", autocast] if autocast else []
+    p = subprocess.run([binary, "export", path, "--out", art, *extra], capture_output=True,
+                       text=True, env=env, timeout=900)
     if p.returncode != 0:
         return "refused", one_line(p.stderr)
     v = subprocess.run([binary, "verify", art, "--threads", "1"], capture_output=True,
@@ -219,6 +221,8 @@ def main():
     ap.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "trainstep-pypi"))
     ap.add_argument("--only", default="", help="comma-separated case names (substrings)")
     ap.add_argument("--keep", default=None, help="folder for the specs and artifacts")
+    ap.add_argument("--autocast", default=None, choices=["bfloat16"],
+                    help="export each case under torch.autocast (export --autocast)")
     a = ap.parse_args()
     binary = os.environ.get("TRAINSTEP_BIN", "trainstep")
     if not os.path.exists(os.path.join(a.scratch, ".installed")):
@@ -228,13 +232,14 @@ def main():
     folder = a.keep or tempfile.mkdtemp(prefix="trainstep-pypi-specs-")
     os.makedirs(folder, exist_ok=True)
     import torch
-    print(f"torch {torch.__version__}; packages: {', '.join(PACKAGES)}\n")
+    print(f"torch {torch.__version__}; packages: {', '.join(PACKAGES)}"
+          + (f"; autocast {a.autocast}" if a.autocast else "") + "\n")
     print("| case | result | detail |\n|---|---|---|")
     only = [s for s in a.only.split(",") if s]
     for name, (pre, body) in CASES.items():
         if only and not any(s in name for s in only):
             continue
-        result, detail = run_case(binary, a.scratch, folder, name, pre, body)
+        result, detail = run_case(binary, a.scratch, folder, name, pre, body, a.autocast)
         print(f"| {name} | {result} | {detail.replace('|', '/')} |", flush=True)
 
 

@@ -5,7 +5,11 @@
 // mean and variance (biased, as PyTorch) accumulate in double, rstd =
 // 1/sqrt(var + eps). Rows run in parallel; the weight/bias gradients sum
 // over rows per column in double, in row order, then round once. float32 or
-// float64; every tensor of a node has the input's dtype.
+// float64; every tensor of a node has the input's dtype, but for torch's
+// mixed type: a bfloat16 input with float32 weight and bias (autocast leaves
+// a layer norm on a bfloat16 activation so), whose mean, rstd and weight
+// and bias gradients are float32 too. bfloat16 runs through float32
+// (ViaFloat32), each bfloat16 output rounded once.
 #include <algorithm>
 #include <cmath>
 
@@ -21,6 +25,7 @@ namespace {
 struct LnShape {
   int64_t M = 1, N = 1;
   Shape stat;  // mean/rstd shape: leading dims, then 1s
+  DType param = DType::F32;  // weight, bias, mean and rstd: the input's, or float32 (mixed)
 };
 
 LnShape ln_shape(const NodeCtx& ctx, int in, int w, int b) {
@@ -31,14 +36,20 @@ LnShape ln_shape(const NodeCtx& ctx, int in, int w, int b) {
   const size_t r = x.shape.size(), k = ns.size();
   if (k == 0 || k > r || !std::equal(ns.begin(), ns.end(), x.shape.end() - k))
     ctx.fail("normalized_shape " + shape_str(ns) + " is not the trailing shape of input " + x.str());
+  // torch's mixed type: a bfloat16 input with float32 parameters.
+  DType param = x.dtype;
+  for (int i : {w, b})
+    if (i >= 0 && ctx.has_input(i) && x.dtype == DType::BF16 && ctx.input(i).dtype == DType::F32)
+      param = DType::F32;
   for (int i : {w, b}) {
     if (i < 0 || !ctx.has_input(i)) continue;
     const TensorType& t = ctx.input(i);
-    if (t.dtype != x.dtype || t.shape != ns)
+    if (t.dtype != param || t.shape != ns)
       ctx.fail(std::string(i == w ? "weight " : "bias ") + t.str() + " must be " +
-               dtype_name(x.dtype) + shape_str(ns));
+               dtype_name(param) + shape_str(ns) + " for input " + x.str());
   }
   LnShape s;
+  s.param = param;
   s.N = shape_numel(ns);
   s.M = shape_numel(Shape(x.shape.begin(), x.shape.end() - k));
   s.stat = Shape(x.shape.begin(), x.shape.end() - k);
@@ -62,8 +73,7 @@ std::vector<TensorType> ln_infer(const NodeCtx& ctx) {
   ctx.expect_inputs(3);
   LnShape s = ln_shape(ctx, 0, 1, 2);
   ctx.attr_float("eps");
-  const DType t = ctx.input(0).dtype;
-  return {{t, ctx.input(0).shape}, {t, s.stat}, {t, s.stat}};
+  return {{ctx.input(0).dtype, ctx.input(0).shape}, {s.param, s.stat}, {s.param, s.stat}};
 }
 
 template <class T>
@@ -128,14 +138,18 @@ std::vector<TensorType> ln_bwd_infer(const NodeCtx& ctx) {
   const TensorType& x = ctx.input(1);
   if (ctx.input(0).dtype != x.dtype || ctx.input(0).shape != x.shape)
     ctx.fail("grad_out " + ctx.input(0).str() + " must match input " + x.str());
+  // Without weight and bias the forward's statistics say whether it was mixed.
+  if (!ctx.has_input(4) && !ctx.has_input(5) && x.dtype == DType::BF16 &&
+      ctx.input(2).dtype == DType::F32)
+    s.param = DType::F32;
   for (int i : {2, 3})
-    if (ctx.input(i).dtype != x.dtype || ctx.input(i).numel() != s.M)
+    if (ctx.input(i).dtype != s.param || ctx.input(i).numel() != s.M)
       ctx.fail(std::string(i == 2 ? "mean " : "rstd ") + ctx.input(i).str() + " must hold " +
-               std::to_string(s.M) + " " + dtype_name(x.dtype) + " values");
+               std::to_string(s.M) + " " + dtype_name(s.param) + " values");
   auto mask = ctx.attr_bools("output_mask");
   if (mask.size() != 3) ctx.fail("output_mask must have 3 values");
   Shape ns = ctx.attr_ints("normalized_shape");
-  return {{x.dtype, x.shape}, {x.dtype, ns}, {x.dtype, ns}};
+  return {{x.dtype, x.shape}, {s.param, ns}, {s.param, ns}};
 }
 
 template <class T>
@@ -222,7 +236,8 @@ void register_norm_ops(OpRegistry& r) {
   r.add(OpDef{opname::layer_norm,
               "layer norm over the trailing attr normalized_shape dims of float32 or float64 input, optional "
               "weight and bias; outputs out, mean, rstd (rstd = 1/sqrt(biased var + eps)); "
-              "statistics in double",
+              "statistics in double; bfloat16 through float32, with float32 weight, bias, mean and "
+              "rstd (torch's mixed type) or all bfloat16",
               &ln_infer, &ln_make});
   r.add(OpDef{opname::layer_norm_backward,
               "gradients of native_layer_norm w.r.t. input, weight and bias (attr output_mask) "

@@ -384,8 +384,8 @@ def _norms():
 # grad_bias (src/ops/batch_norm.cpp, bfloat16 kernels). Statistics sum in
 # another order than torch's, so a float32 coefficient may move by an ulp and
 # an output round the other way. Training without weight and bias has no
-# float32 tensor, so torch returns bfloat16 saves there (not the mixed form
-# the op infers): those cases are eval only.
+# float32 tensor, so torch returns bfloat16 saves there
+# (_batch_norms_no_params).
 BN_TOL = (1e-5, 1e-5)
 
 
@@ -551,7 +551,45 @@ def _batch_norms_no_params():
     return out
 
 
+def _ln_mixed_bwd_ref(ns):
+    """The mixed backward in float32 on the bfloat16 values, dx rounded once:
+    torch 2.x sums the weight and bias gradients through bfloat16 and
+    drifts (by 60 on 300 rows of 128), as its long bfloat16 sums do."""
+    def ref(x, w, b):
+        y, mu, rs = torch.ops.aten.native_layer_norm.default(x, ns, w, b, 1e-5)
+        g = (y * y).float()
+        dx, dw, db = torch.ops.aten.native_layer_norm_backward.default(g, x.float(), ns, mu, rs, w, b,
+                                                                      [True, True, True])
+        return [dx.to(torch.bfloat16), dw, db]
+    return ref
+
+
+def _layer_norms_mixed():
+    """torch's mixed-type layer norm (2.x; 1.13 has none): a bfloat16 input
+    with float32 weight and bias, as autocast leaves BERT's prediction-head
+    norm on a bfloat16 activation; mean, rstd and the weight and bias
+    gradients are float32. Last, so the cases above keep their names (and
+    seeds)."""
+    if TORCH_1:
+        return []
+    out = []
+    op, bwd = "aten.native_layer_norm.default", "aten.native_layer_norm_backward.default"
+    for s, ns in (((4, 8), [8]), ((2, 3, 32), [32]), ((300, 128), [128])):
+        c = op_case(op, In(s, BF), In(tuple(ns), F, kind="uniform", lo=0.5, hi=1.5), In(tuple(ns), F),
+                    normalized_shape=ns, eps=1e-5, ulp=1, ulp_scale=1, tol=(1e-5, 1e-5))
+        c.program.outputs = ["n0.0", "n0.1", "n0.2"]
+        out.append(c)
+        out.append(Case(bwd, Program(
+            {"x": In(s, BF), "w": In(tuple(ns), F, kind="uniform", lo=0.5, hi=1.5), "b": In(tuple(ns), F)},
+            [Node(op, ["x", "w", "b"], {"normalized_shape": ns, "eps": 1e-5}),
+             Node("aten.mul.Tensor", ["n0.0", "n0.0"]),
+             Node(bwd, ["n1", "x", "n0.1", "n0.2", "w", "b"],
+                  {"normalized_shape": ns, "output_mask": [True, True, True]})]),
+            ulp=1, ulp_scale=2, tol=(1e-4, 1e-4), ref=_ln_mixed_bwd_ref(ns)))
+    return out
+
+
 def cases():
     return (_casts() + _scalars() + _binary() + _compare() + _unary() + _select() + _reductions() + _softmax() +
             _matmuls() + _convs() + _pools() + _norms() + _batch_norms() +
-            _shapes() + _where_bits() + _reductions_native() + _softmax_bits() + _batch_norms_no_params())
+            _shapes() + _where_bits() + _reductions_native() + _softmax_bits() + _batch_norms_no_params() + _layer_norms_mixed())
