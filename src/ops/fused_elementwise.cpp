@@ -341,6 +341,15 @@ std::unique_ptr<Kernel> fused_make(const KernelCtx& kc) {
     k->outs.push_back(out);
     if (k->slots[ni + j].out < 0) k->slots[ni + j].out = static_cast<int>(o);
   }
+  // A bfloat16 member no step reads is rounded by its output's conversion
+  // (floats_to_bf16 rounds the same way): one pass over the tile, not two.
+  {
+    std::vector<bool> read(ni + nm, false);
+    for (const auto& st : k->steps)
+      for (int a = 0; a < st.nargs; ++a) read[st.args[a]] = true;
+    for (auto& st : k->steps)
+      if (!read[st.dst]) st.round_bf16 = false;
+  }
   // (A member listed as two outputs is computed into the first; the second
   // is copied from it at the tile end.)
   // Registers: bool inputs live from the tile start to their last read;
