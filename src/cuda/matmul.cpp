@@ -279,50 +279,36 @@ std::unique_ptr<Kernel> make_mm(const Build& b) {
   return std::make_unique<MatmulKernel>(b, d, 0, 1, -1, 1.0, 0.0);
 }
 
-// addmm: beta * self + alpha * (mat1 @ mat2), self broadcastable to (M, N)
-// and not read when beta is 0.
+// Rank-2 op(a) @ op(b) of inputs ia, ib: op = transpose per attrs trans_a /
+// trans_b where the op has them (trainstep.matmul, trainstep.addmm).
+Dims rank2_dims(const NodeCtx& n, int ia, int ib) {
+  const Shape& a = n.input(ia).shape;
+  const Shape& w = n.input(ib).shape;
+  Dims d;
+  d.ta = n.has_attr("trans_a") && n.attr_bool("trans_a");
+  d.tb = n.has_attr("trans_b") && n.attr_bool("trans_b");
+  d.m = d.ta ? a[1] : a[0];
+  d.k = d.ta ? a[0] : a[1];
+  d.n = d.tb ? w[0] : w[1];
+  return d;
+}
+
+// addmm and trainstep.addmm: beta * self + alpha * (op(mat1) @ op(mat2)),
+// self broadcastable to (M, N) and not read when beta is 0.
 std::unique_ptr<Kernel> make_addmm(const Build& b) {
   const NodeCtx& n = b.node();
-  const Shape& a = n.input(1).shape;
-  const Shape& w = n.input(2).shape;
-  if (a.size() != 2 || w.size() != 2 || n.input(0).shape.size() > 2)
-    n.fail("CUDA: addmm operands must be rank 2 (self rank <= 2)");
-  Dims d;
-  d.m = a[0];
-  d.k = a[1];
-  d.n = w[1];
-  return std::make_unique<MatmulKernel>(b, d, 1, 2, 0, n.attr_float("alpha"), n.attr_float("beta"));
+  if (n.input(1).shape.size() != 2 || n.input(2).shape.size() != 2 || n.input(0).shape.size() > 2)
+    n.fail("CUDA: " + n.op() + " operands must be rank 2 (self rank <= 2)");
+  return std::make_unique<MatmulKernel>(b, rank2_dims(n, 1, 2), 1, 2, 0, n.attr_float("alpha"),
+                                        n.attr_float("beta"));
 }
 
 // trainstep.matmul: op(a) @ op(b), rank 2, op = transpose per trans_a / trans_b.
 std::unique_ptr<Kernel> make_trans(const Build& b) {
   const NodeCtx& n = b.node();
-  const Shape& a = n.input(0).shape;
-  const Shape& w = n.input(1).shape;
-  if (a.size() != 2 || w.size() != 2) n.fail("CUDA: trainstep.matmul operands must be rank 2");
-  Dims d;
-  d.ta = n.attr_bool("trans_a");
-  d.tb = n.attr_bool("trans_b");
-  d.m = d.ta ? a[1] : a[0];
-  d.k = d.ta ? a[0] : a[1];
-  d.n = d.tb ? w[0] : w[1];
-  return std::make_unique<MatmulKernel>(b, d, 0, 1, -1, 1.0, 0.0);
-}
-
-// trainstep.addmm: addmm with op(mat1), op(mat2) as trainstep.matmul's.
-std::unique_ptr<Kernel> make_addmm_trans(const Build& b) {
-  const NodeCtx& n = b.node();
-  const Shape& a = n.input(1).shape;
-  const Shape& w = n.input(2).shape;
-  if (a.size() != 2 || w.size() != 2 || n.input(0).shape.size() > 2)
-    n.fail("CUDA: trainstep.addmm operands must be rank 2 (self rank <= 2)");
-  Dims d;
-  d.ta = n.attr_bool("trans_a");
-  d.tb = n.attr_bool("trans_b");
-  d.m = d.ta ? a[1] : a[0];
-  d.k = d.ta ? a[0] : a[1];
-  d.n = d.tb ? w[0] : w[1];
-  return std::make_unique<MatmulKernel>(b, d, 1, 2, 0, n.attr_float("alpha"), n.attr_float("beta"));
+  if (n.input(0).shape.size() != 2 || n.input(1).shape.size() != 2)
+    n.fail("CUDA: trainstep.matmul operands must be rank 2");
+  return std::make_unique<MatmulKernel>(b, rank2_dims(n, 0, 1), 0, 1, -1, 1.0, 0.0);
 }
 
 }  // namespace
@@ -332,7 +318,7 @@ void register_matmul(KernelTable& t) {
   t.add(opname::bmm, make_mm);
   t.add(opname::addmm, make_addmm);
   t.add("trainstep.matmul", make_trans);
-  t.add(opname::addmm_t, make_addmm_trans);
+  t.add(opname::addmm_t, make_addmm);
 }
 
 }  // namespace ts::cuda
