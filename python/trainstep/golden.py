@@ -31,6 +31,10 @@ FLOOR = {"float32": 1e-4, "float64": 1e-9}
 # even where eager's noise, which rounds away in the bfloat16 copies, did not.
 FLOOR_BF16 = {"float32": 2.0 ** -8, "float64": 2.0 ** -8}
 NOISE = ("grads", "params")  # one trial of each per round
+# Under bfloat16 compute also "signs", once: every gradient element within one
+# bfloat16 rounding of the tensor's RMS of zero takes the other sign
+# (_flip_near_zero).
+NOISE_BF16 = NOISE + ("signs",)
 ROUNDS = 2
 # A value whose noisy runs go non-finite is chaotic: its check is then only
 # as strict as FACTOR x its scale. A finite spread is kept as it is, however
@@ -96,6 +100,22 @@ def _jitter(t, gen, roundings=1.0, compute=None):
         rms = d.double().pow(2).mean().sqrt().to(d.dtype)
         return t + eps * (d.abs() + rms) * noise
     return t + eps * t.detach().abs().max() * noise
+
+
+def _flip_near_zero(g, compute):
+    """g with the sign of each element within one `compute` rounding (at the
+    tensor's RMS) of zero flipped. A gradient that is a long sum cancelling
+    to near zero (a norm's or a bias's, summed over tokens) errs by its
+    terms' roundings, so any reimplementation may give it either sign, and an
+    update that divides each element by its own gradient (Adam's first) then
+    moves that element by the whole step. The random gradient noise flips
+    such an element only now and then; this trial always does."""
+    if not g.is_floating_point() or g.numel() == 0:
+        return g
+    d = g.detach()
+    rms = d.double().pow(2).mean().sqrt()
+    near = d.double().abs() <= torch.finfo(compute).eps * rms
+    return torch.where(near, -g, g)
 
 
 def _fan_in(p):
@@ -171,6 +191,10 @@ def _steps(parts, batches, seed, grads, noise=None, gen=None):
             for p in opt_params:
                 if p.grad is not None:
                     p.grad.copy_(_jitter(p.grad, gen, compute=compute))
+        elif noise == "signs":
+            for p in opt_params:
+                if p.grad is not None:
+                    p.grad.copy_(_flip_near_zero(p.grad, compute))
         if parts.clip is not None:
             torch.nn.utils.clip_grad_norm_(opt_params, *parts.clip)
         opt.step()
@@ -231,10 +255,13 @@ def calibrate(parts, batches, seed, grads, base, rounds):
     """{key: spread}: each compared value's largest difference, relative to
     its largest magnitude, over `rounds` runs of each NOISE kind."""
     spread = {k: 0.0 for k in base if not k.startswith("after0/")}
+    kinds = NOISE_BF16 if compute_dtype(parts) is not None else NOISE
     # losses at the scale of the whole series, as verify compares them
     loss_scale = max(float(v.abs()) for k, v in base.items() if k.startswith("loss/"))
     for r in range(rounds):
-        for i, kind in enumerate(NOISE):
+        for i, kind in enumerate(kinds):
+            if kind == "signs" and r > 0:
+                continue  # deterministic: one trial is all it has
             gen = torch.Generator().manual_seed(1000 * r + i)
             got = _run(parts, batches, seed, grads, kind, gen)
             for key in spread:
@@ -281,7 +308,8 @@ def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
         spread = calibrate(parts, batches, seed, grads, obs, rounds)
         bf16 = compute_dtype(parts) is not None
         meta["calibration"] = {"factor": FACTOR, "floor": FLOOR_BF16 if bf16 else FLOOR,
-                               "rounds": rounds, "noise": list(NOISE), "spread": spread}
+                               "rounds": rounds, "noise": list(NOISE_BF16 if bf16 else NOISE),
+                               "spread": spread}
         if bf16:
             meta["calibration"]["compute"] = "bfloat16"
     return meta, tensors

@@ -31,6 +31,9 @@ Tolerance::Tolerance(const Artifact& a, std::optional<double> given) : given_(gi
   for (const auto& [k, v] : c.at("spread").items()) spread_[k] = number(v, "spread." + k);
   rounds_ = c.value("rounds", 0);
   if (c.contains("compute") && c.at("compute").is_string()) compute_ = c.at("compute").get<std::string>();
+  if (c.contains("noise") && c.at("noise").is_array())
+    for (const auto& n : c.at("noise"))
+      signs_ = signs_ || (n.is_string() && n.get<std::string>() == "signs");
   calibrated_ = true;
 }
 
@@ -62,7 +65,10 @@ std::string Tolerance::describe() const {
     const std::string noise = compute_.empty()
                                   ? "one rounding on gradients, sqrt(fan-in) on parameters"
                                   : "one " + compute_ + " rounding on each gradient element, "
-                                    "sqrt(fan-in) float32 ones on parameters";
+                                    "sqrt(fan-in) float32 ones on parameters" +
+                                        std::string(signs_ ? ", the other sign for gradient "
+                                                             "elements within a rounding of zero"
+                                                           : "");
     std::snprintf(line, sizeof line,
                   "tolerance per value: max(floor, %g x eager's own spread), calibrated at "
                   "export (%d round(s) of noise: %s); floor %s; --tol overrides",

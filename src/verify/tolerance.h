@@ -32,6 +32,7 @@ class Tolerance {
   double factor_ = 0;
   int rounds_ = 0;
   std::string compute_;  // "bfloat16" under autocast: the noise is its rounding
+  bool signs_ = false;   // a trial flipped near-zero gradients' signs ("signs")
   std::map<std::string, double> floor_, spread_;
 };
 
