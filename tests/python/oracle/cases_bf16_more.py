@@ -50,8 +50,7 @@ COMPUTES = {
     "trainstep.fused_elementwise", "trainstep.matmul", "trainstep.max_pool2d_code_backward",
 }
 PER_OP = 2  # twins per op: the first float32 cases of each
-# torch 1.13 has no bfloat16 CPU kernels for these.
-TORCH_1 = torch.__version__.startswith("1.")
+# torch 1.13 has no bfloat16 CPU kernels for these: their twins need torch 2.
 NOT_IN_TORCH_1 = {"aten.reflection_pad1d.default", "aten.reflection_pad1d_backward.default",
                   "aten.reflection_pad2d.default", "aten.reflection_pad2d_backward.default",
                   "aten.replication_pad1d.default", "aten.replication_pad1d_backward.default",
@@ -103,11 +102,11 @@ def cases():
             if not isinstance(c, Case) or c.ref is not None:
                 continue
             for op in sorted(_covers(c)):
-                if TORCH_1 and op in NOT_IN_TORCH_1:
-                    continue
                 if count.get(op, 0) < PER_OP and _floats(c):
                     count[op] = count.get(op, 0) + 1
-                    out.append(_twin(c, op))
+                    t = _twin(c, op)
+                    t.min_torch = 2 if op in NOT_IN_TORCH_1 else 1
+                    out.append(t)
     # Creation ops whose float32 cases take the default dtype: explicit ones.
     out += [op_case("aten.zeros.default", size=[2, 3], dtype=BF),
             op_case("aten.zeros.default", size=[129, 257], dtype=BF)]

@@ -117,6 +117,17 @@ class Case:
     expect_ops: dict = field(default_factory=dict)  # mode -> ops that must appear after passes
     name: str = ""
     source: str = ""             # the cases_*.py file
+    # The torch major version whose kernels the case needs (1.13 lacks some
+    # bfloat16 ones): older torches skip it, and it still counts for the op.
+    min_torch: int = 1
+
+
+TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
+
+def runs_here(case):
+    """Whether this torch has what the case needs (Case.min_torch)."""
+    return getattr(case, "min_torch", 1) <= TORCH_MAJOR
 
 
 @dataclass
