@@ -142,6 +142,12 @@ def compute_dtype(parts):
     return None
 
 
+def noise_kinds(parts):
+    """The calibration's noise kinds: NOISE, and under bfloat16 compute the
+    deterministic "signs" trial too."""
+    return NOISE_BF16 if compute_dtype(parts) is not None else NOISE
+
+
 def _run(parts, batches, seed, grads, noise=None, gen=None, reset=False):
     """_steps as the model's own code runs them, or (reset) with the
     tensors forward caches in plain attributes reset before every forward,
@@ -255,11 +261,10 @@ def calibrate(parts, batches, seed, grads, base, rounds):
     """{key: spread}: each compared value's largest difference, relative to
     its largest magnitude, over `rounds` runs of each NOISE kind."""
     spread = {k: 0.0 for k in base if not k.startswith("after0/")}
-    kinds = NOISE_BF16 if compute_dtype(parts) is not None else NOISE
     # losses at the scale of the whole series, as verify compares them
     loss_scale = max(float(v.abs()) for k, v in base.items() if k.startswith("loss/"))
     for r in range(rounds):
-        for i, kind in enumerate(kinds):
+        for i, kind in enumerate(noise_kinds(parts)):
             if kind == "signs" and r > 0:
                 continue  # deterministic: one trial is all it has
             gen = torch.Generator().manual_seed(1000 * r + i)
@@ -308,8 +313,7 @@ def record(parts, steps=3, seed=0, grads=False, rounds=ROUNDS):
         spread = calibrate(parts, batches, seed, grads, obs, rounds)
         bf16 = compute_dtype(parts) is not None
         meta["calibration"] = {"factor": FACTOR, "floor": FLOOR_BF16 if bf16 else FLOOR,
-                               "rounds": rounds, "noise": list(NOISE_BF16 if bf16 else NOISE),
-                               "spread": spread}
+                               "rounds": rounds, "noise": list(noise_kinds(parts)), "spread": spread}
         if bf16:
             meta["calibration"]["compute"] = "bfloat16"
     return meta, tensors

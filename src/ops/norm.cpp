@@ -138,10 +138,6 @@ std::vector<TensorType> ln_bwd_infer(const NodeCtx& ctx) {
   const TensorType& x = ctx.input(1);
   if (ctx.input(0).dtype != x.dtype || ctx.input(0).shape != x.shape)
     ctx.fail("grad_out " + ctx.input(0).str() + " must match input " + x.str());
-  // Without weight and bias the forward's statistics say whether it was mixed.
-  if (!ctx.has_input(4) && !ctx.has_input(5) && x.dtype == DType::BF16 &&
-      ctx.input(2).dtype == DType::F32)
-    s.param = DType::F32;
   for (int i : {2, 3})
     if (ctx.input(i).dtype != s.param || ctx.input(i).numel() != s.M)
       ctx.fail(std::string(i == 2 ? "mean " : "rstd ") + ctx.input(i).str() + " must hold " +

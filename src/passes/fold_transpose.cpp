@@ -157,6 +157,30 @@ bool move_transposes_to_products(Function& f) {
   return changed;
 }
 
+// Operands ia and ia + 1 of n (a product's a, b; addmm's mat1, mat2) with
+// the transposes producing them (transposed(v): the producer, or -1) folded
+// into n's trans flags. False when neither operand is such a transpose.
+template <class Transposed>
+bool fold_operands(const Function& f, const Node& n, int ia, Transposed transposed, int& a, int& b,
+                   bool& ta, bool& tb) {
+  a = n.inputs.at(ia);
+  b = n.inputs.at(ia + 1);
+  ta = product_flag(n, "trans_a");
+  tb = product_flag(n, "trans_b");
+  bool fold = false;
+  if (int p = transposed(a); p >= 0) {
+    a = f.nodes[p].inputs.at(0);
+    ta = !ta;
+    fold = true;
+  }
+  if (int p = transposed(b); p >= 0) {
+    b = f.nodes[p].inputs.at(0);
+    tb = !tb;
+    fold = true;
+  }
+  return fold;
+}
+
 // Nodes are in execution order, so a product is rewritten before the t
 // that reads it, and a t before the t or product that reads it.
 bool fold_once(Function& f, bool batched) {
@@ -184,19 +208,9 @@ bool fold_once(Function& f, bool batched) {
       continue;
     }
     if (is_addmm(n) && n.inputs.size() == 3) {  // addmm(self, op(a), op(b))
-      int a = n.inputs[1], b = n.inputs[2];
-      bool ta = n.attrs.value("trans_a", false), tb = n.attrs.value("trans_b", false), fold = false;
-      if (int p = transpose_producer(f, a); p >= 0) {
-        a = f.nodes[p].inputs.at(0);
-        ta = !ta;
-        fold = true;
-      }
-      if (int p = transpose_producer(f, b); p >= 0) {
-        b = f.nodes[p].inputs.at(0);
-        tb = !tb;
-        fold = true;
-      }
-      if (fold) {
+      int a, b;
+      bool ta, tb;
+      if (fold_operands(f, n, 1, [&](int v) { return transpose_producer(f, v); }, a, b, ta, tb)) {
         n.op = kAddmmT;
         n.def = nullptr;  // compact() re-resolves it
         n.inputs = {n.inputs[0], a, b};
@@ -212,19 +226,9 @@ bool fold_once(Function& f, bool batched) {
       auto transposed = [&](int v) {
         return rank3 ? swap_last_producer(f, v) : transpose_producer(f, v);
       };
-      int a = n.inputs.at(0), b = n.inputs.at(1);
-      bool ta = product_flag(n, "trans_a"), tb = product_flag(n, "trans_b"), fold = false;
-      if (int p = transposed(a); p >= 0) {
-        a = f.nodes[p].inputs.at(0);
-        ta = !ta;
-        fold = true;
-      }
-      if (int p = transposed(b); p >= 0) {
-        b = f.nodes[p].inputs.at(0);
-        tb = !tb;
-        fold = true;
-      }
-      if (fold) {
+      int a, b;
+      bool ta, tb;
+      if (fold_operands(f, n, 0, transposed, a, b, ta, tb)) {
         set_matmul(n, a, b, ta, tb);
         changed = true;
       }

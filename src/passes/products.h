@@ -10,9 +10,10 @@ inline bool is_product(const Node& n) {
   return r == FuseRole::MatMul || r == FuseRole::MatMulT;
 }
 
-// trans_a / trans_b of a product (false for aten.mm).
+// trans_a / trans_b of a product or addmm (false for aten.mm and aten.addmm).
 inline bool product_flag(const Node& n, const char* k) {
-  if (def_of(n).fuse_role != FuseRole::MatMulT || !n.attrs.contains(k)) return false;
+  const FuseRole r = def_of(n).fuse_role;
+  if ((r != FuseRole::MatMulT && r != FuseRole::AddMmT) || !n.attrs.contains(k)) return false;
   return n.attrs[k].is_boolean() && n.attrs[k].get<bool>();
 }
 
