@@ -5,6 +5,10 @@ for the MNIST CNN a JAX version), measured alternately in one run.
     peers.py --torch-python PY [--jax-python PY] [--models mnist,resnet,...]
              [--threads 1,2] [--steps N] [--rounds R]
 
+A model is examples/MODEL/spec.py, else bench/peers/specs/MODEL.py: there,
+torchvision's mobilenet_v3_small, efficientnet_b0 and resnet18 and timm's
+convnext_atto (as "convnext"), at 64x64, which export under torch 2.x only.
+
 Each Python peer is a worker process that compiles its step once, then times
 N steps whenever asked; trainstep runs `trainstep bench` for N steps. Every
 round times each peer once (median ms/step of its N steps), the order
@@ -28,7 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from benchlib import BIN, ROOT, trainstep_bench, warm_heap_env  # noqa: E402
 
-MODELS = ["mnist", "resnet", "mobilenet", "transformer", "lstm"]
+# The examples, then bench/peers/specs' models (cheaper steps first).
+MODELS = ["mnist", "resnet", "mobilenet", "transformer", "lstm",
+          "mobilenet_v3_small", "efficientnet_b0", "resnet18", "convnext"]
 PEERS = ["eager", "compile", "max-autotune", "jax"]
 WARMUP = 3
 PROFILE_LINES = 14
@@ -38,10 +44,22 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
+def spec_path(model):
+    """The model's spec file: its example's, else one of bench/peers/specs
+    (models that are benchmarks only, not examples)."""
+    example = os.path.join(ROOT, "examples", model, "spec.py")
+    if os.path.exists(example):
+        return example
+    own = os.path.join(HERE, "specs", f"{model}.py")
+    if os.path.exists(own):
+        return own
+    raise RuntimeError(f"no spec: neither {example} nor {own}")
+
+
 def export(model, out_dir, torch2_python):
     """The model's artifact, exported under torch 2.x, else under the system
     torch (1.13): the program is the same. Returns (path, note)."""
-    spec = os.path.join(ROOT, "examples", model, "spec.py")
+    spec = spec_path(model)
     art = os.path.join(out_dir, f"{model}.tstep")
     why = ""
     for py in (torch2_python, "/usr/bin/python3"):
@@ -140,7 +158,7 @@ def pin(threads):
 
 def measure(model, threads, art, a, logs):
     """One (model, threads) row: every peer alternately, `a.rounds` rounds."""
-    spec = os.path.join(ROOT, "examples", model, "spec.py")
+    spec = spec_path(model)
     peers = [p for p in a.peers if p != "jax" or model == "mnist"]
     workers, errors = {}, {}
     prefix = pin(threads) if a.pin_all else []  # JAX is pinned either way

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench/peers from a clean clone: `make peers` (builds first) or
 #   bench/peers/run.sh [--models mnist,resnet,...] [--threads 1,2] [--steps N] [--rounds R] ...
+# (--models: names from examples/ or bench/peers/specs/, by default all that
+# peers.py's MODELS lists).
 # Sets up what it needs, once: python3-dev (inductor's kernels include
 # Python.h), the torch 2.x venv (scripts/torch2-env.sh) and the JAX venv
 # (jax-env.sh), both under ~/.cache/trainstep; a re-run installs nothing.
