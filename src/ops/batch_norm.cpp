@@ -39,6 +39,7 @@
 #include "ops/batch_norm_nhwc.h"
 #include "ops/block_sums.h"
 #include "ops/bn_channel.h"
+#include "ops/bn_float.h"
 #include "ops/layout.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
@@ -48,11 +49,6 @@
 namespace ts {
 
 namespace {
-
-struct BnGeom {
-  int64_t N = 0, C = 0, S = 1;
-  int64_t M() const { return N * S; }  // elements per channel
-};
 
 // The dtype of the per-channel tensors (weight, stats, saves): the input's,
 // but float32 for a bfloat16 input, as torch's mixed-type batch norm takes
@@ -88,44 +84,15 @@ BnGeom bn_geom(const NodeCtx& ctx, int x_i, const std::vector<std::pair<int, con
   return g;
 }
 
-// Per-channel sums in double over the channel's N blocks of S floats. The
-// simd reductions let the compiler keep several partial sums per vector
-// lane (a fixed order for a given build, so results repeat run to run).
-// Statistics: sum of d and d^2 for d = x - shift.
-template <class T>
-void stat_sums(const BnGeom& g, const T* x, int64_t c, double shift, double& s1, double& s2) {
-  double a = 0, b = 0;
-  for (int64_t n = 0; n < g.N; ++n) {
-    const T* p = x + (n * g.C + c) * g.S;
-#pragma omp simd reduction(+ : a, b)
-    for (int64_t s = 0; s < g.S; ++s) {
-      const double d = double(p[s]) - shift;
-      a += d;
-      b += d * d;
-    }
-  }
-  s1 = a;
-  s2 = b;
-}
-
-// Backward: sum of dy and of (x - mean) * dy.
+// Backward: sum of dy and of (x - mean) * dy over the channel's planes.
 template <class T>
 void grad_sums(const BnGeom& g, const T* dy, const T* x, int64_t c, double mean,
                double& sum_dy, double& dot) {
-  double a = 0, b = 0;
+  sum_dy = dot = 0;
   for (int64_t n = 0; n < g.N; ++n) {
     const int64_t base = (n * g.C + c) * g.S;
-    const T* pd = dy + base;
-    const T* px = x + base;
-#pragma omp simd reduction(+ : a, b)
-    for (int64_t s = 0; s < g.S; ++s) {
-      const double d = pd[s];
-      a += d;
-      b += (double(px[s]) - mean) * d;
-    }
+    plane_grad_sums(dy + base, x + base, g.S, mean, sum_dy, dot);
   }
-  sum_dy = a;
-  dot = b;
 }
 
 // ---- forward ----------------------------------------------------------------
@@ -195,7 +162,7 @@ class BnFwdKernel : public Kernel {
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t base = (n * g.C + c) * g.S;
         if (!relu_) {
-          for (int64_t s = 0; s < g.S; ++s) y[base + s] = x[base + s] * alpha + beta;
+          bn_apply(x + base, alpha, beta, y + base, g.S);
         } else {
           for (int64_t s = 0; s < g.S; ++s) {
             const T v = x[base + s] * alpha + beta;
@@ -442,8 +409,7 @@ class BnBlockedKernel : public Kernel {
         a[l] = a_[cb * B + l], b[l] = b_[cb * B + l], k[l] = k_[cb * B + l],
         mf[l] = float(m_[cb * B + l]);
       if (!backward_ && !relu_) {
-        for (int64_t s = 0; s < S; ++s)
-          for (int l = 0; l < B; ++l) yp[s * B + l] = xp[s * B + l] * a[l] + b[l];
+        bn_apply_rows<B>(a, b, xp, yp, S);
       } else if (!backward_) {
         for (int64_t s = 0; s < S; ++s)
           for (int l = 0; l < B; ++l) {
@@ -451,10 +417,7 @@ class BnBlockedKernel : public Kernel {
             yp[s * B + l] = v < 0.0f ? 0.0f : v;  // aten.relu: NaN and -0.0 pass
           }
       } else {
-        const float* dp = dy + p * S * B;
-        for (int64_t s = 0; s < S; ++s)
-          for (int l = 0; l < B; ++l)
-            yp[s * B + l] = (dp[s * B + l] - b[l] - (xp[s * B + l] - mf[l]) * k[l]) * a[l];
+        bn_grad_apply_rows<B>(dy + p * S * B, xp, b, mf, k, a, yp, S);
       }
     });
   }
@@ -564,16 +527,11 @@ class BnBwdKernel : public Kernel {
       if (!gi) return;
       const T scale = T(invstd * (w ? w[c] : T(1)));
       const T mean_f = T(mean);
-      // Training: dx = (dy - mean(dy) - (x - mean) * k) * invstd * w, the
-      // projection of dy off the batch statistics (PyTorch's formula).
       const T k = train_ ? T(dotp * invstd * invstd / M) : T(0);
       const T gmean = train_ ? T(sum_g / M) : T(0);
       for (int64_t n = 0; n < g.N; ++n) {
         const int64_t base = (n * g.C + c) * g.S;
-        for (int64_t s = 0; s < g.S; ++s) {
-          const int64_t i = base + s;
-          gi[i] = (go[i] - gmean - (x[i] - mean_f) * k) * scale;
-        }
+        bn_grad_apply(go + base, x + base, gmean, mean_f, k, scale, gi + base, g.S);
       }
     });
   }
@@ -604,6 +562,9 @@ std::unique_ptr<Kernel> make_bn_bwd(const KernelCtx& k) {
 
 }  // namespace
 
+std::vector<TensorType> batch_norm_infer(const NodeCtx& ctx) { return infer_bn(ctx); }
+std::vector<TensorType> batch_norm_backward_infer(const NodeCtx& ctx) { return infer_bn_bwd(ctx); }
+
 void register_batch_norm_ops(OpRegistry& r) {
   // Its kernels take one layout for all the activations they touch.
   const LayoutCaps fwd_layouts{{in_port(0), out_port(0)}, {{in_port(0), out_port(0)}}, nullptr, true};
@@ -619,6 +580,7 @@ void register_batch_norm_ops(OpRegistry& r) {
   bn.bf16 = Bf16::Native;  // BnFwdBf16Kernel, or make_bn_nhwc_bf16's
   bn.fuse_role = FuseRole::BatchNorm;
   bn.relu_fused = opname::batch_norm_relu;
+  bn.group_fused = opname::batch_norm_epilogue;
   r.add(std::move(bn));
   OpDef bn_relu{opname::batch_norm_relu,
                 "relu(native_batch_norm's out), save_mean and save_invstd in one kernel; inputs, "
@@ -637,6 +599,8 @@ void register_batch_norm_ops(OpRegistry& r) {
   const std::vector<PortRef> acts{in_port(0), in_port(1), out_port(0)};
   bwd.layouts = LayoutCaps{acts, {acts}, nullptr, true};
   bwd.bf16 = Bf16::Native;  // BnBwdBf16Kernel, or make_bn_nhwc_bf16's
+  bwd.fuse_role = FuseRole::BatchNormBackward;
+  bwd.group_fused = opname::batch_norm_backward_prologue;
   r.add(std::move(bwd));
 }
 

@@ -8,8 +8,9 @@ namespace {
 
 template <int B>
 void sums_base(const float* x, const float* dy, const double* sh, int64_t S, double* s1,
-               double* s2) {
-  for (int l = 0; l < B; ++l) s1[l] = s2[l] = 0;
+               double* s2, bool acc) {
+  if (!acc)
+    for (int l = 0; l < B; ++l) s1[l] = s2[l] = 0;
   for (int64_t s = 0; s < S; ++s)
     for (int l = 0; l < B; ++l) {
       const double d = double(x[s * B + l]) - sh[l];
@@ -23,11 +24,12 @@ void sums_base(const float* x, const float* dy, const double* sh, int64_t S, dou
 // Four lanes per register, B / 4 registers per sum.
 template <int B>
 TS_AVX2 void sums_avx2(const float* x, const float* dy, const double* sh, int64_t S, double* s1,
-                       double* s2) {
+                       double* s2, bool acc) {
   constexpr int V = B / 4;
   __m256d a[V], q[V], h[V];
   for (int v = 0; v < V; ++v) {
-    a[v] = q[v] = _mm256_setzero_pd();
+    a[v] = acc ? _mm256_loadu_pd(s1 + 4 * v) : _mm256_setzero_pd();
+    q[v] = acc ? _mm256_loadu_pd(s2 + 4 * v) : _mm256_setzero_pd();
     h[v] = _mm256_loadu_pd(sh + 4 * v);
   }
   for (int64_t s = 0; s < S; ++s) {
@@ -51,8 +53,10 @@ TS_AVX512 inline __m512d cvt8(__m256 v) { return _mm512_maskz_cvtps_pd(0xFF, v);
 
 // Eight lanes per register: a 16-lane block in two.
 TS_AVX512 void sums16_avx512(const float* x, const float* dy, const double* sh, int64_t S,
-                             double* s1, double* s2) {
-  __m512d a0 = _mm512_setzero_pd(), a1 = a0, q0 = a0, q1 = a0;
+                             double* s1, double* s2, bool acc) {
+  const __m512d z = _mm512_setzero_pd();
+  __m512d a0 = acc ? _mm512_loadu_pd(s1) : z, a1 = acc ? _mm512_loadu_pd(s1 + 8) : z;
+  __m512d q0 = acc ? _mm512_loadu_pd(s2) : z, q1 = acc ? _mm512_loadu_pd(s2 + 8) : z;
   const __m512d h0 = _mm512_loadu_pd(sh), h1 = _mm512_loadu_pd(sh + 8);
   for (int64_t s = 0; s < S; ++s) {
     const float* xr = x + s * 16;
@@ -75,15 +79,17 @@ TS_AVX512 void sums16_avx512(const float* x, const float* dy, const double* sh, 
 }  // namespace
 
 void block_lane_sums(int B, const float* x, const float* dy, const double* shift, int64_t S,
-                   double* s1, double* s2) {
+                     double* s1, double* s2, bool accumulate) {
+  const bool acc = accumulate;
 #if TS_X86
   const CpuIsa isa = cpu_isa();
-  if (B == 16 && isa == CpuIsa::Avx512) return sums16_avx512(x, dy, shift, S, s1, s2);
+  if (B == 16 && isa == CpuIsa::Avx512) return sums16_avx512(x, dy, shift, S, s1, s2, acc);
   if (isa >= CpuIsa::Avx2)
-    return B == 16 ? sums_avx2<16>(x, dy, shift, S, s1, s2) : sums_avx2<8>(x, dy, shift, S, s1, s2);
+    return B == 16 ? sums_avx2<16>(x, dy, shift, S, s1, s2, acc)
+                   : sums_avx2<8>(x, dy, shift, S, s1, s2, acc);
 #endif
-  if (B == 16) return sums_base<16>(x, dy, shift, S, s1, s2);
-  sums_base<8>(x, dy, shift, S, s1, s2);
+  if (B == 16) return sums_base<16>(x, dy, shift, S, s1, s2, acc);
+  sums_base<8>(x, dy, shift, S, s1, s2, acc);
 }
 
 }  // namespace ts

@@ -12,8 +12,10 @@ namespace ts {
 // Per lane l < B, with d = x - shift[l]:
 //   dy null (forward): s1 = sum(d),  s2 = sum(d * d);
 //   else (backward):   s1 = sum(dy), s2 = sum(d * dy).
-// B is 8 or 16; the level is cpu_isa()'s at the call.
+// B is 8 or 16; the level is cpu_isa()'s at the call. accumulate: the sums
+// go on from s1 and s2's values, so calls on consecutive runs of rows add
+// in the order, and give the bits, of one call on all of them.
 void block_lane_sums(int B, const float* x, const float* dy, const double* shift, int64_t S,
-                     double* s1, double* s2);
+                     double* s1, double* s2, bool accumulate = false);
 
 }  // namespace ts

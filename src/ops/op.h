@@ -129,6 +129,11 @@ struct LayoutCaps {
   // Its kernels also take bfloat16 values channels-last (nhwc) on those
   // ports; float32 values are blocked (nChw8c / nChw16c).
   bool channels_last = false;
+  // The ports from these indices on (the variable tails where a fused node
+  // carries its pointwise group's inputs and outputs) are blocked too, and
+  // belong to same[0]; -1: none. One-element values there take no layout.
+  int blocked_inputs_from = -1;
+  int blocked_outputs_from = -1;
 };
 
 enum class CommRole { None, Start, Wait };
@@ -182,7 +187,10 @@ enum class FuseRole {
   ConvBackward,     // its grad_input masked by relu's backward: relu_fused
   MaxPool,          // the forward of a MaxPoolBackward: becomes relu_fused
   MaxPoolBackward,  // the where masking its result becomes relu_fused
-  BatchNorm,        // batch norm: with the relu reading output 0, becomes relu_fused
+  BatchNorm,        // batch norm: with the relu reading output 0, becomes relu_fused;
+                    // with the pointwise groups reading it, group_fused
+  BatchNormBackward,  // batch norm's backward: with a group making grad_out, group_fused
+  ElementwiseGroup,   // a fused elementwise group (attrs members, outputs)
   Transpose,        // t(x) of a 2-d x
   Permute,          // x's dims reordered by attr dims
   MatMul,           // a @ b
@@ -276,6 +284,10 @@ struct OpDef {
   // The op a node of role Conv, ConvBackward, MaxPool, MaxPoolBackward or
   // BatchNorm becomes in its relu fusion (for MaxPoolBackward: the where masking it).
   const char* relu_fused = nullptr;
+  // The op a BatchNorm or BatchNormBackward node becomes when it takes in
+  // the pointwise groups that read its output 0 or make its grad_out
+  // (fuse_batch_norm_groups).
+  const char* group_fused = nullptr;
   // Output 0 is input 0's elements read as a strided view (transpose,
   // expand, as_strided, clone; the aliasing reshapes too): given input 0 as
   // a view of some buffer, output 0 (shape `out`) as a view of the same

@@ -9,6 +9,7 @@ void register_pool_ops(OpRegistry&);
 void register_upsample_ops(OpRegistry&);
 void register_avg_pool_ops(OpRegistry&);
 void register_batch_norm_ops(OpRegistry&);
+void register_batch_norm_group_ops(OpRegistry&);
 void register_matmul_ops(OpRegistry&);
 void register_elementwise_ops(OpRegistry&);
 void register_reduce_ops(OpRegistry&);
@@ -31,6 +32,7 @@ const OpRegistry& OpRegistry::get() {
     register_upsample_ops(r);
     register_avg_pool_ops(r);
     register_batch_norm_ops(r);
+    register_batch_norm_group_ops(r);
     register_matmul_ops(r);
     register_elementwise_ops(r);
     register_reduce_ops(r);

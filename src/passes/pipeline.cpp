@@ -6,6 +6,7 @@
 #include "passes/cleanup.h"
 #include "passes/compose_views.h"
 #include "passes/fold_transpose.h"
+#include "passes/fuse_batch_norm_groups.h"
 #include "passes/fuse_conv_relu.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_relu_backward.h"
@@ -63,6 +64,9 @@ void optimize(Function& f, const CompileOptions& o, const Target& t) {
       fuse_relu_backward(f);
     }
     fuse_elementwise(f);
+    // The groups exist now; before plan_layouts, which lays the fused
+    // nodes out as it lays out batch norm.
+    if (t.batch_norm_groups) fuse_batch_norm_groups(f);
     // Last: it needs the final producers and readers of each activation.
     if (t.blocked_layouts) plan_layouts(f, preferred_channel_block(), t.bf16 && dnnl_bf16_available());
   }

@@ -1,6 +1,8 @@
 #include "passes/plan_layouts.h"
 
+#include <algorithm>
 #include <numeric>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -26,7 +28,8 @@ bool blocks(const Node& n, PortRef port) {
   if (!c) return false;
   for (const PortRef& p : c->blocked)
     if (p.output == port.output && p.index == port.index) return true;
-  return false;
+  const int from = port.output ? c->blocked_outputs_from : c->blocked_inputs_from;
+  return from >= 0 && port.index >= from;
 }
 
 int value_at(const Node& n, PortRef p) {
@@ -96,10 +99,19 @@ void plan_layouts(Function& f, int64_t block, bool channels_last) {
         }
     }
     if (const LayoutCaps* c = caps(n))
-      for (const auto& group : c->same) {
+      for (size_t g = 0; g < c->same.size(); ++g) {
+        std::vector<int> vs;
+        for (const PortRef& p : c->same[g]) vs.push_back(value_at(n, p));
+        // The variable tails join the first group; their one-element
+        // values take no layout.
+        if (g == 0) {
+          for (const auto& [tail, from] : {std::pair{&n.inputs, c->blocked_inputs_from},
+                                           std::pair{&n.outputs, c->blocked_outputs_from}})
+            for (int i = std::max(from, 0); from >= 0 && i < static_cast<int>(tail->size()); ++i)
+              if ((*tail)[i] >= 0 && is_big((*tail)[i])) vs.push_back((*tail)[i]);
+        }
         int first = -1;
-        for (const PortRef& p : group) {
-          const int v = value_at(n, p);
+        for (int v : vs) {
           if (v < 0) continue;
           if (first < 0) first = v;
           sets.join(v, first);

@@ -11,6 +11,7 @@ Target cpu_target() {
   t.device = Device::Cpu;
   t.blocked_layouts = t.relu_fusion = t.batched_transpose = t.merged_products =
       t.composed_views = true;  // oneDNN's forms and the hand-written strided kernels
+  t.batch_norm_groups = true;
   t.grad_steps = t.data_parallel = t.skip_nonfinite = t.host_memory = true;
   t.bf16 = true;  // oneDNN's bfloat16 products, float32 kernels between conversions elsewhere
   return t;

@@ -14,6 +14,7 @@ struct Target {
   // The compiler's forms this device's kernels take.
   bool blocked_layouts = false;     // channel-blocked activations (plan_layouts)
   bool relu_fusion = false;         // relu into conv, relu's backward into its producer
+  bool batch_norm_groups = false;   // pointwise groups into batch norm and its backward
   bool batched_transpose = false;   // transposes folded into batched (rank > 2) products
   bool merged_products = false;     // sums of products merged into one product
   bool composed_views = false;      // chains of views as one strided view

@@ -1,7 +1,7 @@
 """Oracle cases: native_batch_norm and its backward (src/ops/batch_norm.cpp).
 Training mode takes no running stats (the exporter updates them in the
 graph, python/trainstep/patches.py); eval mode takes them."""
-from .harness import Case, In, Node, Program, neg_case, op_case
+from .harness import Case, In, Node, Program, Scalar, neg_case, op_case
 
 F, D = "float32", "float64"
 TOL64 = (1e-11, 1e-11)
@@ -60,8 +60,82 @@ def _bwd(shape, affine, train, mask, dt=F, tol=(1e-4, 1e-4)):
         tol=tol)
 
 
-def cases():
+EPI, PRO = "trainstep.batch_norm_epilogue", "trainstep.batch_norm_backward_prologue"
+
+
+def _m(op, args, **attrs):
+    from .harness import full_attrs
+    return {"name": op.split(".")[1], "op": op, "attrs": full_attrs(op, attrs), "args": args}
+
+
+# Group programs as fuse_elementwise writes them: SiLU times a 0-d scale
+# (input 1); the gradient g * sigmoid(y) (g: input 1).
+SILU = [_m("aten.sigmoid.default", [["in", 0]]), _m("aten.mul.Tensor", [["in", 0], ["m", 0]]),
+        _m("aten.mul.Tensor", [["m", 1], ["in", 1]])]
+GRAD = [_m("aten.sigmoid.default", [["in", 0]]), _m("aten.mul.Tensor", [["in", 1], ["m", 0]])]
+
+
+def _groups():
+    """The fused forms (fuse_batch_norm_groups), direct and made by the pass
+    from batch norm -> hardswish and hardswish's backward -> batch norm
+    backward (opt mode; float32, plain and, at (8, 16, 6, 6), blocked when a
+    convolution makes x)."""
     out = []
+    for shape, training in (((2, 3, 4, 5), True), ((4, 16, 6, 6), False), ((64, 16, 9, 9), True)):
+        c = shape[1]
+        w, b = In((c,), kind="uniform", lo=0.5, hi=1.5), In((c,))
+        rm, rv = (None, None) if training else (In((c,)), In((c,), kind="positive"))
+        out.append(op_case(EPI, In(shape), w, b, rm, rv, In(()), training=training, momentum=0.1,
+                           eps=1e-5, members=SILU, outputs=[2], tol=TOL))
+        sm, si = (In((c,)), In((c,), kind="positive")) if training else (None, None)
+        out.append(op_case(PRO, In((2, c), kind="uniform", lo=0.5, hi=1.5), In(shape), w, rm, rv, sm, si,
+                           In(shape), train=training, eps=1e-5, output_mask=[True, True, True],
+                           members=GRAD, outputs=[1], tol=(1e-4, 1e-4)))
+    conv = dict(stride=[1, 1], padding=[0, 0], dilation=[1, 1], transposed=False,
+                output_padding=[0, 0], groups=1)
+    for shape, training, by_conv in (((2, 3, 4, 5), True, False), ((8, 16, 6, 6), True, True),
+                                     ((8, 16, 6, 6), False, True)):
+        c = shape[1]
+        ins = {"x": In(shape), "w": In((c,), kind="uniform", lo=0.5, hi=1.5), "b": In((c,)),
+               "g": In(shape)}
+        if not training:
+            ins["rm"], ins["rv"] = In((c,)), In((c,), kind="positive")
+        nodes, x = [], "x"
+        if by_conv:
+            ins["k"] = In((c, c, 1, 1))
+            nodes.append(Node("aten.convolution.default", ["x", "k", None], conv))
+            x = "n0"
+        i = len(nodes)
+        rs = [None, None] if training else ["rm", "rv"]
+        nodes += [
+            Node("aten.native_batch_norm.default", [x, "w", "b"] + rs,
+                 dict(training=training, momentum=0.1, eps=1e-5)),
+            Node("aten.add.Tensor", [f"n{i}.0", Scalar(3)], {"alpha": 1}),
+            Node("aten.clamp.default", [f"n{i + 1}"], {"min": 0, "max": 6}),
+            Node("aten.mul.Tensor", [f"n{i}.0", f"n{i + 2}"]),
+            Node("aten.div.Tensor", [f"n{i + 3}", Scalar(6)]),
+            Node("aten.lt.Scalar", [f"n{i}.0"], {"other": 3}),
+            Node("aten.mul.Tensor", ["g", f"n{i}.0"]),
+            Node("aten.where.self", [f"n{i + 5}", f"n{i + 6}", "g"]),
+            Node("aten.native_batch_norm_backward.default",
+                 [f"n{i + 7}", x, "w"] + rs + ([f"n{i}.1", f"n{i}.2"] if training else [None, None]),
+                 dict(train=training, eps=1e-5, output_mask=[True, True, True]))]
+        outs = [f"n{i + 4}", f"n{i + 8}.0", f"n{i + 8}.1", f"n{i + 8}.2"]
+        if by_conv:  # blocked only where no output is x's set: convolve the results
+            nodes += [Node("aten.convolution.default", [f"n{i + 4}", "k", None], conv),
+                      Node("aten.convolution.default", [f"n{i + 8}.0", "k", None], conv)]
+            outs = [f"n{i + 9}", f"n{i + 10}", f"n{i + 8}.1", f"n{i + 8}.2"]
+        out.append(Case(EPI, Program(ins, nodes, outputs=outs), tol=(1e-4, 1e-4),
+                        expect_ops={"opt": [EPI, PRO]}))
+    out.append(neg_case(EPI, In((4, 3), "float64"), None, None, None, None, In(()), training=True,
+                        momentum=0.1, eps=1e-5, members=SILU, outputs=[2],
+                        error="input 0 is float64[4, 3]; these fused forms are float32 only",
+                        unsupported="the pass fuses float32 batch norms only"))
+    return out
+
+
+def cases():
+    out = _groups()
     for s in SHAPES:
         out += [_fwd(s, True, True), _fwd(s, False, True), _fwd(s, True, False)]
     out.append(_fwd((3, 2), True, False))  # eval needs no more than one value per channel

@@ -322,6 +322,36 @@ def _ref_fused(args, attrs):
     return tuple(vals[j] for j in attrs["outputs"])
 
 
+def _bn_attrs(attrs):
+    return {k: v for k, v in attrs.items() if k not in ("members", "outputs")}
+
+
+def _ref_bn_epilogue(args, attrs):
+    """batch norm, its coefficients (alpha = invstd * w, beta = b - mean *
+    alpha) and the group on y (group input 0) and args[5:]."""
+    x, w, b, rm, rv = args[:5]
+    y, mean, invstd = call_aten("aten.native_batch_norm.default", args[:5], attrs)
+    if attrs["training"]:
+        m, inv = mean.double(), invstd.double()
+    else:
+        m, inv = rm.double(), 1 / torch.sqrt(rv.double() + attrs["eps"])
+    alpha = inv * (w.double() if w is not None else 1)
+    beta = (b.double() if b is not None else 0) - m * alpha.float().double()
+    coeffs = torch.stack([alpha.float(), beta.float()])
+    return (coeffs, mean, invstd) + _ref_fused([y] + list(args[5:]), attrs)
+
+
+def _ref_bn_prologue(args, attrs):
+    """batch norm's backward of the group's gradient, whose input 0 is
+    y = x * alpha + beta (coeffs = args[0]) and the rest args[7:]."""
+    coeffs, x = args[0], args[1]
+    view = [1, -1] + [1] * (x.dim() - 2)
+    y = x * coeffs[0].view(view) + coeffs[1].view(view)
+    (g,) = _ref_fused([y] + list(args[7:]), attrs)
+    return call_aten("aten.native_batch_norm_backward.default", [g, x] + list(args[2:7]),
+                     _bn_attrs(attrs))
+
+
 def _ref_pool_code(args, attrs):
     """Values, and per window: the argmax's offset in the (unclipped) window,
     row-major, | 0x80 unless the max is <= 0."""
@@ -366,6 +396,8 @@ TRAINSTEP_REFS = {
     "trainstep.conv2d_relu": _ref_conv_relu,
     "trainstep.batch_norm_relu": _ref_batch_norm_relu,
     "trainstep.fused_elementwise": _ref_fused,
+    "trainstep.batch_norm_epilogue": _ref_bn_epilogue,
+    "trainstep.batch_norm_backward_prologue": _ref_bn_prologue,
 }
 
 
