@@ -35,6 +35,7 @@
 #include "ops/bf16_kernel.h"
 #include "ops/conv_transpose.h"
 #include "ops/conv_wgrad_c1.h"
+#include "ops/conv_wgrad_dw.h"
 #include "ops/conv_winograd.h"
 #include "ops/dnnl_util.h"
 #include "ops/gemm64.h"
@@ -838,7 +839,8 @@ class SplitBwdKernel : public Kernel {
 };
 
 // A convolution backward whose input gradient and/or weight gradient has
-// a candidate of its own beside oneDNN's (conv_winograd.h, conv_wgrad_c1.h;
+// a candidate of its own beside oneDNN's (conv_winograd.h, conv_wgrad_c1.h,
+// conv_wgrad_dw.h;
 // null: oneDNN's only): each part is computed by whichever measures faster
 // here (kernel_choice.h). Where every pick is oneDNN's, one oneDNN kernel
 // computes the whole backward (it reorders grad_output once for both), not
@@ -917,6 +919,11 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
     if (m[1] && one_channel_wgrad_suits(g, l.dst)) {
       const LazyCandidate weight{"one_channel",
                                  [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }};
+      return choose_bwd(k, g, l, m, RELU, nullptr, &weight);
+    }
+    if (m[1] && depthwise_wgrad_suits(g)) {
+      const LazyCandidate weight{
+          "depthwise", [&] { return make_depthwise_wgrad(g, l.src, l.dst, m[2], k.threads); }};
       return choose_bwd(k, g, l, m, RELU, nullptr, &weight);
     }
     if ((m[0] || m[1]) && l.src == l.dst && (!m[0] || l.dsrc == l.dst) &&

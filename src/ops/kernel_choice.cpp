@@ -31,7 +31,7 @@ namespace {
 constexpr const char* kFormat = "trainstep-kernel-choices 1";
 constexpr const char* kEnv = "TRAINSTEP_KERNELS";
 // Every candidate name an op offers, so a misspelt TRAINSTEP_KERNELS fails.
-const std::vector<std::string> kKnownNames = {"onednn", "small_k", "openblas", "one_channel",
+const std::vector<std::string> kKnownNames = {"onednn", "small_k", "openblas", "one_channel", "depthwise",
                                                "winograd"};
 // A challenger must beat the default by this much: timing noise alone does
 // not move a pick.
