@@ -35,7 +35,7 @@
 #include "ops/bf16_kernel.h"
 #include "ops/conv_transpose.h"
 #include "ops/conv_wgrad_c1.h"
-#include "ops/conv_wgrad_dw.h"
+#include "ops/conv_depthwise.h"
 #include "ops/conv_winograd.h"
 #include "ops/dnnl_util.h"
 #include "ops/gemm64.h"
@@ -598,15 +598,16 @@ std::string geom_key(const ConvGeom& g) {
          " p=" + dims_str(g.ph, g.pw) + " d=" + dims_str(g.dh, g.dw);
 }
 
-// A forward oneDNN or conv_winograd.h can compute: whichever measures
-// faster here (kernel_choice.h).
+// A forward oneDNN or a kernel of our own (conv_winograd.h,
+// conv_depthwise.h) can compute: whichever measures faster here
+// (kernel_choice.h).
 std::unique_ptr<Kernel> choose_fwd(const KernelCtx& k, const ConvGeom& g, const ConvLayouts& l,
-                                   bool bias, bool relu) {
+                                   bool bias, bool relu, const LazyCandidate& alt) {
   const std::vector<LazyCandidate> cands = {
       {"onednn", [&]() -> std::unique_ptr<Kernel> {
          return std::make_unique<ConvFwdKernel>(g, l, bias, relu);
        }},
-      {"winograd", [&] { return make_winograd_fwd(g, l.src, bias, relu, k.threads); }}};
+      alt};
   const std::string key = "conv_fwd " + geom_key(g) + " x=" + layout_name(l.src) +
                           (bias ? " +bias" : "") + (relu ? " +relu" : "");
   LazyChoice r = choose_kernel_lazily(key, k, k.outputs, cands);
@@ -651,7 +652,13 @@ std::unique_ptr<Kernel> make_conv(const KernelCtx& k) {
     const bool bias = k.node.has_input(2);
     if (dt == DType::BF16) return bf16_fwd(g, l, bias, Relu);
     if (l.src == l.dst && winograd_suits(g, l.src) && winograd_worth_timing(g))
-      return choose_fwd(k, g, l, bias, Relu);
+      return choose_fwd(k, g, l, bias, Relu, {"winograd", [&] {
+                          return make_winograd_fwd(g, l.src, bias, Relu, k.threads);
+                        }});
+    if (!Relu && depthwise_suits(g))
+      return choose_fwd(k, g, l, bias, Relu, {"depthwise", [&] {
+                          return make_depthwise_fwd(g, l.src, l.dst, bias, k.threads);
+                        }});
     return std::make_unique<ConvFwdKernel>(g, l, bias, Relu);
   } catch (const dnnl::error& e) {
     k.node.fail(std::string("oneDNN could not build the convolution: ") + e.what());
@@ -840,7 +847,7 @@ class SplitBwdKernel : public Kernel {
 
 // A convolution backward whose input gradient and/or weight gradient has
 // a candidate of its own beside oneDNN's (conv_winograd.h, conv_wgrad_c1.h,
-// conv_wgrad_dw.h;
+// conv_depthwise.h;
 // null: oneDNN's only): each part is computed by whichever measures faster
 // here (kernel_choice.h). Where every pick is oneDNN's, one oneDNN kernel
 // computes the whole backward (it reorders grad_output once for both), not
@@ -921,7 +928,7 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
                                  [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }};
       return choose_bwd(k, g, l, m, RELU, nullptr, &weight);
     }
-    if (m[1] && depthwise_wgrad_suits(g)) {
+    if (m[1] && depthwise_suits(g)) {
       const LazyCandidate weight{
           "depthwise", [&] { return make_depthwise_wgrad(g, l.src, l.dst, m[2], k.threads); }};
       return choose_bwd(k, g, l, m, RELU, nullptr, &weight);

@@ -1,4 +1,4 @@
-// The depthwise weight gradient (src/ops/conv_wgrad_dw.h) against the
+// The depthwise weight gradient (src/ops/conv_depthwise.h) against the
 // double-precision reference at every ISA level, with the input and
 // grad_output each plain or channel-blocked, channel counts that are and
 // are not a multiple of the block, and 1 and 2 threads (which must give the
@@ -14,7 +14,7 @@
 #include "conv_ref.h"
 #include "isa_levels.h"
 #include "op_test_util.h"
-#include "ops/conv_wgrad_dw.h"
+#include "ops/conv_depthwise.h"
 #include "test_util.h"
 
 using namespace ts_test;
@@ -77,7 +77,7 @@ TEST(DepthwiseWgrad, MatchesDoubleReferenceAtEveryLevelAndLayout) {
   std::mt19937 rng(42);
   for (const ConvCase& c : kCases) {
     SCOPED_TRACE(name(c));
-    ASSERT_TRUE(ts::depthwise_wgrad_suits(geom(c)));
+    ASSERT_TRUE(ts::depthwise_suits(geom(c)));
     HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
     HostTensor w = random_f32({c.O, 1, c.KH, c.KW}, rng);
     HostTensor dy = random_f32({c.N, c.O, c.OH(), c.OW()}, rng);
@@ -105,13 +105,13 @@ TEST(DepthwiseWgrad, MatchesDoubleReferenceAtEveryLevelAndLayout) {
   // Not depthwise: groups of several channels, or a channel multiplier.
   ConvCase c = kCases[0];
   c.G = 8;
-  EXPECT_FALSE(ts::depthwise_wgrad_suits(geom(c)));
+  EXPECT_FALSE(ts::depthwise_suits(geom(c)));
   c.G = 16;
   c.O = 32;
-  EXPECT_FALSE(ts::depthwise_wgrad_suits(geom(c)));
+  EXPECT_FALSE(ts::depthwise_suits(geom(c)));
   c.O = 16;
   c.G = 1;
-  EXPECT_FALSE(ts::depthwise_wgrad_suits(geom(c)));
+  EXPECT_FALSE(ts::depthwise_suits(geom(c)));
 }
 
 // The op as the runtime builds it, each candidate forced: every gradient
@@ -132,6 +132,61 @@ TEST(DepthwiseWgrad, ConvBackwardOpWithEachCandidate) {
         const int64_t iw = i % c.W, ih = i / c.W % c.H, ch = i / (c.W * c.H) % c.C, n = i / (c.W * c.H * c.C);
         const double want = r.gx(n, ch, ih, iw);
         ASSERT_NEAR(f32(g[0])[i], want, 1e-4 * (1 + std::fabs(want))) << "grad_input " << i;
+      }
+    }
+  }
+}
+
+TEST(DepthwiseFwd, MatchesDoubleReferenceAtEveryLevelAndLayout) {
+  std::mt19937 rng(43);
+  for (const ConvCase& c : kCases) {
+    SCOPED_TRACE(name(c));
+    HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+    HostTensor w = random_f32({c.O, 1, c.KH, c.KW}, rng);
+    HostTensor b = random_f32({c.O}, rng);
+    Ref r{c, f32(x), f32(w), c.bias ? f32(b) : nullptr, nullptr};
+    for (Layout lx : layouts(c))
+      for (Layout ly : layouts(c)) {
+        SCOPED_TRACE(std::string("x ") + ts::layout_name(lx) + ", y " + ts::layout_name(ly));
+        HostTensor xl = in_layout(x, lx);
+        isatest::for_each_isa([&](ts::CpuIsa) {
+          std::vector<std::vector<float>> by_threads;
+          for (int threads : {1, 2}) {
+            auto k = ts::make_depthwise_fwd(geom(c), lx, ly, c.bias, threads);
+            HostTensor y(ts::DType::F32, {c.N, c.O, c.OH(), c.OW()});
+            ts::Tensor in[3] = {xl.view, w.view, c.bias ? b.view : ts::Tensor{}};
+            k->run(in, &y.view);
+            HostTensor yp = ly == Layout::Plain ? std::move(y) : from_blocked(y, ts::layout_block(ly));
+            for (int64_t i = 0; i < yp.view.numel(); ++i) {
+              const int64_t ow = i % c.OW(), oh = i / c.OW() % c.OH(), o = i / (c.OW() * c.OH()) % c.O,
+                            n = i / (c.OW() * c.OH() * c.O);
+              const double want = r.y(n, o, oh, ow);
+              ASSERT_NEAR(f32(yp)[i], want, 1e-5 * (1 + std::fabs(want))) << "output " << i;
+            }
+            by_threads.emplace_back(f32(yp), f32(yp) + yp.view.numel());
+          }
+          EXPECT_EQ(by_threads[0], by_threads[1]) << "1 and 2 threads differ";
+        });
+      }
+  }
+}
+
+TEST(DepthwiseFwd, ConvolutionOpWithEachCandidate) {
+  std::mt19937 rng(8);
+  for (const char* kernel : {"onednn", "depthwise"}) {
+    EnvVar force("TRAINSTEP_KERNELS", kernel);
+    for (const ConvCase& c : {kCases[1], kCases[4]}) {
+      SCOPED_TRACE(std::string(kernel) + " " + name(c));
+      HostTensor x = random_f32({c.N, c.C, c.H, c.W}, rng);
+      HostTensor w = random_f32({c.O, 1, c.KH, c.KW}, rng);
+      HostTensor b = random_f32({c.O}, rng);
+      Ref r{c, f32(x), f32(w), f32(b), nullptr};
+      auto y = run_op("aten.convolution.default", c.attrs(), {&x, &w, &b});
+      for (int64_t i = 0; i < y[0].view.numel(); ++i) {
+        const int64_t ow = i % c.OW(), oh = i / c.OW() % c.OH(), o = i / (c.OW() * c.OH()) % c.O,
+                      n = i / (c.OW() * c.OH() * c.O);
+        const double want = r.y(n, o, oh, ow);
+        ASSERT_NEAR(f32(y[0])[i], want, 1e-5 * (1 + std::fabs(want))) << "output " << i;
       }
     }
   }
