@@ -983,7 +983,8 @@ void register_conv_ops(OpRegistry& r) {
   relu_bwd_layouts.same = {{in_port(1), out_port(0)}};
   OpDef conv{opname::convolution,
              "1-D or 2-D convolution, float32 (oneDNN, or Winograd F(2x2,3x3) for blocked 3x3 "
-             "stride-1 where it measures faster), bfloat16 (oneDNN) or float64 (im2col + GEMM) "
+             "stride-1 or our depthwise kernel where it measures faster), bfloat16 (oneDNN) or "
+             "float64 (im2col + GEMM) "
              "NCL/NCHW input, "
              "OIL/OIHW weight, optional bias; stride/padding/dilation/groups; transposed=true "
              "(float32 on oneDNN deconvolution, float64 on im2col + GEMM; weight (C_in, C_out/groups, "
@@ -1008,7 +1009,8 @@ void register_conv_ops(OpRegistry& r) {
   OpDef bwd{opname::convolution_backward,
             "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
             "float32 (oneDNN; a blocked 3x3 stride-1 input gradient may run as Winograd "
-            "F(2x2,3x3) where it measures faster), bfloat16 (oneDNN) or float64 (im2col + GEMM); "
+            "F(2x2,3x3), a depthwise weight gradient on our own kernel, where it measures faster), "
+            "bfloat16 (oneDNN) or float64 (im2col + GEMM); "
             "transposed=true: "
             "float32 on oneDNN "
             "deconvolution, float64 on im2col + GEMM, plain layouts; otherwise float32 2-D grad_output, input and grad_input "
