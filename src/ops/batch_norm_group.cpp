@@ -369,12 +369,8 @@ struct PrologueKernel : GroupBnKernel {
     const float* x = in[1].as<float>();
     const float* alpha = in[0].as<float>();
     const float* beta = alpha + g.C;
-    const float* w = in[2].data ? in[2].as<float>() : nullptr;
     float* gi = out[0].data ? out[0].as<float>() : nullptr;
-    float* gw = out[1].data ? out[1].as<float>() : nullptr;
-    float* gb = out[2].data ? out[2].as<float>() : nullptr;
     const BnChannelStep step{true, train, eps, double(g.M())};
-    const double M = double(g.M());
     const bool small = g.S < kTile && gi;
     if (small) {
       const int64_t ntiles = (numel() + kTile - 1) / kTile;
@@ -394,7 +390,7 @@ struct PrologueKernel : GroupBnKernel {
       float* y = thread_scratch(t);
       float* plane = y + kTile;  // the gradient's plane when there is no grad_input
       for (int64_t c = c0; c < c1; ++c) {
-        const double mean = step.mean(in, c), invstd = step.invstd(in, c);
+        const double mean = step.mean(in, c);
         double sum_g = 0, dotp = 0;
         for (int64_t n = 0; n < g.N; ++n) {
           const int64_t base = (n * g.C + c) * g.S;
@@ -406,13 +402,11 @@ struct PrologueKernel : GroupBnKernel {
             });
           plane_grad_sums(dy, x + base, g.S, mean, sum_g, dotp);
         }
-        if (gw) gw[c] = float(dotp * invstd);
-        if (gb) gb[c] = float(sum_g);
+        // grad_weight, grad_bias and dx's coefficients, as BnBwdKernel<float>.
+        float scale, gmean, kk;
+        step(in, out, c, sum_g, dotp, mean, scale, gmean, kk);
         if (!gi) continue;
-        const float scale = float(invstd * (w ? w[c] : 1.0f));
         const float mean_f = float(mean);
-        const float kk = train ? float(dotp * invstd * invstd / M) : 0.0f;
-        const float gmean = train ? float(sum_g / M) : 0.0f;
         for (int64_t n = 0; n < g.N; ++n) {
           const int64_t base = (n * g.C + c) * g.S;
           bn_grad_apply(gi + base, x + base, gmean, mean_f, kk, scale, gi + base, g.S);

@@ -2,6 +2,9 @@
 // references for its outputs and gradients, one element at a time (so large
 // cases can be sampled). Shared by the convolution tests.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdint>
 
 #include "op_test_util.h"
@@ -112,6 +115,26 @@ inline ts::ConvGeom geom(const ConvCase& c) {
   g.OH = c.OH(), g.OW = c.OW(), g.sh = c.sh, g.sw = c.sw, g.ph = c.ph, g.pw = c.pw;
   g.dh = c.dh, g.dw = c.dw;
   return g;
+}
+
+// grad_weight and grad_bias of a convolution with one input channel per
+// group (one channel; depthwise) against the reference: the sums run over
+// up to tens of thousands of terms of size ~1, so the bound is relative to
+// that count too.
+inline void expect_conv_weight_grads(const ConvCase& c, const Ref& r, const float* gw, const float* gb) {
+  const double terms = double(c.N) * c.OH() * c.OW();
+  const double tol = 1e-6 * std::sqrt(terms) + 1e-5;
+  for (int64_t o = 0; o < c.O; ++o) {
+    for (int64_t kh = 0; kh < c.KH; ++kh)
+      for (int64_t kw = 0; kw < c.KW; ++kw) {
+        const double want = r.gw(o, 0, kh, kw);
+        ASSERT_NEAR(gw[(o * c.KH + kh) * c.KW + kw], want, tol * (1 + std::fabs(want)))
+            << "grad_weight " << o << "," << kh << "," << kw;
+      }
+    if (gb) {
+      ASSERT_NEAR(gb[o], r.gb(o), tol * (1 + std::fabs(r.gb(o)))) << "grad_bias " << o;
+    }
+  }
 }
 
 }  // namespace ts_test

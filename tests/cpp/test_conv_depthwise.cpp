@@ -38,22 +38,6 @@ std::string name(const ConvCase& c) {
          "," + std::to_string(c.pw) + " d" + std::to_string(c.dh) + "," + std::to_string(c.dw);
 }
 
-void expect_weight_grads(const ConvCase& c, const Ref& r, const float* gw, const float* gb) {
-  const double terms = double(c.N) * c.OH() * c.OW();
-  const double tol = 1e-6 * std::sqrt(terms) + 1e-5;
-  for (int64_t o = 0; o < c.O; ++o) {
-    for (int64_t kh = 0; kh < c.KH; ++kh)
-      for (int64_t kw = 0; kw < c.KW; ++kw) {
-        const double want = r.gw(o, 0, kh, kw);
-        ASSERT_NEAR(gw[(o * c.KH + kh) * c.KW + kw], want, tol * (1 + std::fabs(want)))
-            << "grad_weight " << o << "," << kh << "," << kw;
-      }
-    if (gb) {
-      ASSERT_NEAR(gb[o], r.gb(o), tol * (1 + std::fabs(r.gb(o)))) << "grad_bias " << o;
-    }
-  }
-}
-
 // The layouts a case can take: plain, and blocked where C is a multiple.
 std::vector<Layout> layouts(const ConvCase& c) {
   std::vector<Layout> l = {Layout::Plain};
@@ -95,7 +79,7 @@ TEST(DepthwiseWgrad, MatchesDoubleReferenceAtEveryLevelAndLayout) {
             ts::Tensor out[3] = {ts::Tensor{}, gw.view, c.bias ? gb.view : ts::Tensor{}};
             k->run(in, out);
             k->run(in, out);  // a second run sums afresh
-            expect_weight_grads(c, r, f32(gw), c.bias ? f32(gb) : nullptr);
+            expect_conv_weight_grads(c, r, f32(gw), c.bias ? f32(gb) : nullptr);
             by_threads.emplace_back(f32(gw), f32(gw) + gw.view.numel());
           }
           EXPECT_EQ(by_threads[0], by_threads[1]) << "1 and 2 threads differ";
@@ -127,7 +111,7 @@ TEST(DepthwiseWgrad, ConvBackwardOpWithEachCandidate) {
       HostTensor dy = random_f32({c.N, c.O, c.OH(), c.OW()}, rng);
       Ref r{c, f32(x), f32(w), nullptr, f32(dy)};
       auto g = run_op("aten.convolution_backward.default", c.bwd_attrs(true, true, c.bias), {&dy, &x, &w});
-      expect_weight_grads(c, r, f32(g[1]), c.bias ? f32(g[2]) : nullptr);
+      expect_conv_weight_grads(c, r, f32(g[1]), c.bias ? f32(g[2]) : nullptr);
       for (int64_t i = 0; i < x.view.numel(); ++i) {
         const int64_t iw = i % c.W, ih = i / c.W % c.H, ch = i / (c.W * c.H) % c.C, n = i / (c.W * c.H * c.C);
         const double want = r.gx(n, ch, ih, iw);

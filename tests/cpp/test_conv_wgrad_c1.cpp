@@ -37,24 +37,6 @@ std::string name(const ConvCase& c) {
          "," + std::to_string(c.pw) + " d" + std::to_string(c.dh) + "," + std::to_string(c.dw);
 }
 
-// grad_weight and grad_bias against the reference; the sums run over up
-// to 43k terms of size ~1, so the bound is relative to that count too.
-void expect_weight_grads(const ConvCase& c, const Ref& r, const float* gw, const float* gb) {
-  const double terms = double(c.N) * c.OH() * c.OW();
-  const double tol = 1e-6 * std::sqrt(terms) + 1e-5;
-  for (int64_t o = 0; o < c.O; ++o) {
-    for (int64_t kh = 0; kh < c.KH; ++kh)
-      for (int64_t kw = 0; kw < c.KW; ++kw) {
-        const double want = r.gw(o, 0, kh, kw);
-        ASSERT_NEAR(gw[(o * c.KH + kh) * c.KW + kw], want, tol * (1 + std::fabs(want)))
-            << "grad_weight " << o << "," << kh << "," << kw;
-      }
-    if (gb) {
-      ASSERT_NEAR(gb[o], r.gb(o), tol * (1 + std::fabs(r.gb(o)))) << "grad_bias " << o;
-    }
-  }
-}
-
 }  // namespace
 
 TEST(OneChannelWgrad, MatchesDoubleReferenceAtEveryLevel) {
@@ -76,7 +58,7 @@ TEST(OneChannelWgrad, MatchesDoubleReferenceAtEveryLevel) {
           ts::Tensor in[3] = {dyb.view, x.view, w.view};
           ts::Tensor out[3] = {ts::Tensor{}, gw.view, c.bias ? gb.view : ts::Tensor{}};
           k->run(in, out);
-          expect_weight_grads(c, r, f32(gw), c.bias ? f32(gb) : nullptr);
+          expect_conv_weight_grads(c, r, f32(gw), c.bias ? f32(gb) : nullptr);
         }
       });
     }
@@ -115,7 +97,7 @@ TEST(OneChannelWgrad, ConvBackwardOpsWithEachCandidate) {
           HostTensor xin(ts::DType::F32, x.view.shape);  // the relu form may overwrite it
           std::memcpy(xin.view.data, x.view.data, x.view.nbytes());
           auto g = run_op(op, attrs, {&dyb, &xin, &w});
-          expect_weight_grads(c, r, f32(g[1]), c.bias ? f32(g[2]) : nullptr);
+          expect_conv_weight_grads(c, r, f32(g[1]), c.bias ? f32(g[2]) : nullptr);
           const bool relu = std::string(op) != "aten.convolution_backward.default";
           for (int64_t i = 0; i < x.view.numel(); ++i) {
             const int64_t iw = i % c.W, ih = i / c.W % c.H, n = i / (c.W * c.H);
