@@ -229,6 +229,21 @@ struct GroupBnKernel : Kernel {
     }
   }
 
+  // Each channel's totals of the blocked pass 1 (`part`, samples added in
+  // order, as BnBlockedKernel adds them; none when `sums` is false: eval
+  // forward) through BnChannelStep into a, b, k.
+  void channel_steps(const Tensor* in, Tensor* out, const BnChannelStep& step, bool sums) {
+    for (int64_t c = 0; c < g.C; ++c) {
+      double t1 = 0, t2 = 0;
+      if (sums)
+        for (int64_t n = 0; n < g.N; ++n) {
+          t1 += part[(n * g.C + c) * 2];
+          t2 += part[(n * g.C + c) * 2 + 1];
+        }
+      step(in, out, c, t1, t2, m[c], a[c], b[c], k[c]);
+    }
+  }
+
   void setup(const KernelCtx& kc, const TensorType& x, int x_port, int group_from, int out_base) {
     const NodeCtx& ctx = kc.node;
     g = geom_of(x);
@@ -321,15 +336,7 @@ struct EpilogueKernel : GroupBnKernel {
         for (int l = 0; l < Bk; ++l) q[2 * l] = s1[l], q[2 * l + 1] = s2[l];
       });
     }
-    for (int64_t c = 0; c < g.C; ++c) {
-      double t1 = 0, t2 = 0;
-      if (train)
-        for (int64_t n = 0; n < g.N; ++n) {
-          t1 += part[(n * g.C + c) * 2];
-          t2 += part[(n * g.C + c) * 2 + 1];
-        }
-      step(in, out, c, t1, t2, m[c], a[c], b[c], k[c]);
-    }
+    channel_steps(in, out, step, train);
   }
 };
 
@@ -448,14 +455,7 @@ struct PrologueKernel : GroupBnKernel {
         }
       });
     }, nthr);
-    for (int64_t c = 0; c < g.C; ++c) {
-      double t1 = 0, t2 = 0;
-      for (int64_t n = 0; n < g.N; ++n) {
-        t1 += part[(n * g.C + c) * 2];
-        t2 += part[(n * g.C + c) * 2 + 1];
-      }
-      step(in, out, c, t1, t2, m[c], a[c], b[c], k[c]);
-    }
+    channel_steps(in, out, step, true);
     if (!gi) return;
     parallel_for(pairs, par, [&](int64_t p) {
       const int64_t cb = p % CB;
