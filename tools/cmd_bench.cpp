@@ -107,7 +107,7 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("artifact", *path, "NAME.tstep")->required();
   add_distributed(cmd, *dist);
   cmd->add_option("--accumulate", *accumulate,
-                  "time a step of N grad_steps + apply_grads instead (artifact with --grads)")
+                  "time a step of N grad_steps + apply_grads instead")
       ->check(at_least(1));
   cmd->add_option("--steps", *steps, "timed steps")->check(at_least(1));
   cmd->add_option("--warmup", *warmup, "untimed steps first");
@@ -122,6 +122,7 @@ void add_bench(CLI::App& app, Action& action) {
     action = [=] {
       using clock = std::chrono::steady_clock;
       ts::SessionOptions so = *sopts;
+      so.grad_steps = *accumulate > 0;
       start_distributed(*dist, so);
       auto t0 = clock::now();
       auto s = ts::Session::open(*path, so);

@@ -167,8 +167,9 @@ void add_export(CLI::App& app, Action& action, const char* argv0) {
   cmd->add_option("--golden-steps", *steps, "eager steps recorded for verify (default: spec's, 3)");
   cmd->add_option("--seed", *seed, "RNG seed of the golden trace");
   cmd->add_flag("--grads", *grads,
-                "also export grad_step and apply_step: gradient accumulation (train "
-                "--accumulate) and gradients by name (Session::grad)");
+                "also export grad_step and apply_step, with step 0's eager gradients for "
+                "verify to check them (without it, the runtime cuts them from train_step for "
+                "--accumulate, data-parallel and Session::grad)");
   cmd->add_flag("--trace-values", *trace,
                 "also record every train_step node's eager value on golden step 0 (verify --trace)");
   cmd->add_option("--calibration-rounds", *rounds,

@@ -141,8 +141,8 @@ void add_train(CLI::App& app, Action& action) {
                   "with --threads)")
       ->check(at_least(1));
   cmd->add_option("--accumulate", o->accumulate,
-                  "average the gradients of N batches per optimizer step (artifact exported "
-                  "with --grads; default 1, or the resumed checkpoint's N)")
+                  "average the gradients of N batches per optimizer step (default 1; a resumed "
+                  "checkpoint's N must be given again)")
       ->check(at_least(1));
   cmd->add_option("--log-dir", *log_dir,
                   "write TensorBoard event files and metrics.jsonl (one JSON object a line) "
@@ -155,6 +155,7 @@ void add_train(CLI::App& app, Action& action) {
   cmd->callback([=, &action] {
     action = [=] {
       ts::SessionOptions so = c->session;
+      so.grad_steps = o->accumulate > 1;
       start_distributed(*dist, so);
       auto s = ts::Session::open(c->artifact, so);
       // Data-parallel: rank 0 speaks for the run; errors name their rank.

@@ -56,12 +56,16 @@ struct SessionOptions {
   NonFinite on_nonfinite = NonFinite::Stop;
   // Data-parallel training over a group of ranks (one Session per rank,
   // each fed its own shard of the data). With more than one rank,
-  // train_step is the artifact's grad_step and apply_step joined by an
-  // averaging all-reduce of the gradients (the artifact needs --grads),
+  // train_step is grad_step and apply_step (the artifact's, or cut from
+  // its train_step) joined by an averaging all-reduce of the gradients,
   // apply_grads averages the accumulated gradients over the ranks too, and
   // the RNG draws (dropout) differ by rank. The state stays replicated:
   // every rank applies the same averaged update. Null: one process.
   std::shared_ptr<Collective> collective;
+  // Compile grad_step and apply_step (Session::grad_step, apply_grads:
+  // gradient accumulation) for an artifact exported without --grads, cut
+  // from train_step at its gradients. An artifact with them has them anyway.
+  bool grad_steps = false;
   BucketOptions buckets;  // how train_step groups the gradients it reduces
 };
 

@@ -120,9 +120,12 @@ class Session {
   const Tensor& eval_sample_loss() const;
   const Tensor& eval_batch_loss() const;
 
-  // Gradient accumulation and gradients by name, for artifacts exported with
-  // grad_step/apply_step (`trainstep export --grads`; fails otherwise).
+  // Gradient accumulation and gradients by name need grad_step/apply_step: a
+  // session opened with SessionOptions::grad_steps cuts them from train_step;
+  // an artifact exported with --grads brings its own. Without, these fail.
   bool has_grad_functions() const;
+  // Fails, naming `what` and how to get them, unless has_grad_functions().
+  void require_grad_functions(const std::string& what) const;
   // Forward and backward on one batch, no update: adds the gradients into
   // the session's accumulators and updates buffers (BatchNorm stats) as
   // train_step does; returns the loss. Micro-batch k after the last apply

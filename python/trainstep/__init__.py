@@ -38,8 +38,9 @@ class TrainSpec:
     # torch.nn.utils.clip_grad_norm_(optimizer's parameters, max_norm, norm_type).
     clip_grad_norm: Optional[float] = None
     clip_grad_norm_type: float = 2.0
-    # Also export grad_step and apply_step (gradient accumulation, gradients
-    # by name); `trainstep export --grads` sets it.
+    # Also export grad_step and apply_step traced, with step 0's eager
+    # gradients for verify (without, the runtime cuts them from train_step
+    # where a run needs them); `trainstep export --grads` sets it.
     export_grads: bool = False
     # The dim of each example input tensor (an int: of all; a structured
     # input counts each tensor leaf, in order) and of each target tensor

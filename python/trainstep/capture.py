@@ -319,15 +319,18 @@ def capture_train(parts):
            .state("frozen", p.frozen, "frozen", st).state("buffers", p.buffers, "buffer", st)
            .state("opt", p.opt_state, "optim", st).lr(p.opt.base_lr, lr_dtype(p.params, p.opt)).rng()
            .batch(p.example, p.inputs, p.targets, p.layout))
+    # The gradients are results of the trace too, so the artifact can name
+    # them (serialize.grads_apart): the runtime splits train_step there for
+    # data-parallel training and accumulation.
     outs = (StepOutputs().loss().state("params", p.pnames).state("buffers", p.buffers)
-            .state("opt", p.opt_state))
+            .state("opt", p.opt_state).grads("grads", p.pnames))
 
     def step(*flat):
         a = ins.unpack(flat)
         loss, grads, new_bufs = p.loss_and_grads(a.params, a.frozen, a.buffers, a.rng_seed,
                                                  a.rng_offset, a.inputs, a.targets)
         new_p, new_s = p.apply(a.params, grads, a.opt, a.lr)
-        return outs.pack(loss=loss, params=new_p, buffers=new_bufs, opt=new_s)
+        return outs.pack(loss=loss, params=new_p, buffers=new_bufs, opt=new_s, grads=grads)
 
     with _mode(p.model, True), provenance.recording(p.model):
         gm = trace(step, ins.example)

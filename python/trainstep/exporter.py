@@ -158,9 +158,9 @@ def export_spec(spec, out_path, golden_steps=None, seed=0, ops=None, grads=None,
     except UnsupportedOptimizer as e:
         raise ExportError(str(e))
     grads = spec.export_grads if grads is None else grads
-    from .serialize import serialize_function
+    from .serialize import grads_apart, serialize_function
     train = capture.capture_train(parts)
-    functions = {"train_step": serialize_function(train),
+    functions = {"train_step": grads_apart(serialize_function(train)),
                  "eval_step": serialize_function(capture.capture_eval(parts))}
     if grads:
         functions["grad_step"] = serialize_function(capture.capture_grad(parts))
@@ -223,8 +223,9 @@ def main(argv=None):
     ap.add_argument("--golden-steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--grads", action="store_true",
-                    help="also export grad_step and apply_step (gradient accumulation, "
-                         "gradients by name)")
+                    help="also export grad_step and apply_step traced, with step 0's "
+                         "eager gradients for verify (without, the runtime cuts them from "
+                         "train_step)")
     ap.add_argument("--trace-values", action="store_true",
                     help="record every train_step node's eager value on golden step 0 (verify --trace)")
     ap.add_argument("--calibration-rounds", type=int, default=golden.ROUNDS, metavar="N",

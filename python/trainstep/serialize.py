@@ -98,6 +98,15 @@ def source_of(n):
     return src or None
 
 
+def grads_apart(fn):
+    """train_step's gradient results moved from "outputs" to "grads": they
+    name each parameter's gradient value without making it a result the
+    runtime must keep (docs/format.md)."""
+    fn["grads"] = [o for o in fn["outputs"] if o["role"] == "grad"]
+    fn["outputs"] = [o for o in fn["outputs"] if o["role"] != "grad"]
+    return fn
+
+
 def serialize_function(captured, keep_values=False):
     gm, sig = captured.graph, captured.signature
     rec = _Recorder(gm, keep_values)

@@ -165,6 +165,21 @@ Function read_function(const Reader& r, const std::string& fname, const json& j)
     p.value = it->second;
     f.outputs.push_back(p);
   }
+  if (j.contains("grads")) {
+    const json& gs = j.at("grads");
+    if (!gs.is_array()) r.fail(fw, "'grads' must be a list");
+    for (size_t i = 0; i < gs.size(); ++i) {
+      std::string where = fw + " grad " + std::to_string(i);
+      Port p = read_port(r, gs[i], where, false);
+      if (p.role != Role::Grad || p.state.empty())
+        r.fail(where, "must have role 'grad' and name its parameter ('state')");
+      std::string v = r.str(gs[i], "value", where);
+      auto it = ids.find(v);
+      if (it == ids.end()) r.fail(where, "value '" + v + "' is not defined");
+      p.value = it->second;
+      f.grads.push_back(p);
+    }
+  }
   return f;
 }
 
@@ -278,6 +293,14 @@ Program parse_program(const json& j, const std::string& what) {
         r.fail("function '" + name + "'", "state '" + port.state + "' is " + s->type.str() +
                                               " but the input is " + port.type.str());
     }
+    for (const auto& port : f.grads) {
+      const StateSpec* s = p.find_state(port.state);
+      if (!s || s->kind != "param")
+        r.fail("function '" + name + "'", "gradient of '" + port.state + "', not a parameter");
+      if (s->type != port.type)
+        r.fail("function '" + name + "'", "parameter '" + port.state + "' is " + s->type.str() +
+                                              " but its gradient is " + port.type.str());
+    }
     verify_function(f, what);
   }
   return p;
@@ -351,6 +374,11 @@ void verify_function(Function& f, const std::string& what) {
     if (f.value_types[p.value] != p.type)
       fail(what + ": function '" + f.name + "': output '" + f.value_names[p.value] + "' is " +
            f.value_types[p.value].str() + " but the signature says " + p.type.str());
+  for (const auto& p : f.grads)
+    if (f.value_types[p.value] != p.type)
+      fail(what + ": function '" + f.name + "': the gradient of '" + p.state + "' ('" +
+           f.value_names[p.value] + "') is " + f.value_types[p.value].str() +
+           " but the program says " + p.type.str());
 }
 
 std::string node_str(const Function& f, const Node& n) {

@@ -44,6 +44,10 @@ struct Port {
 struct Function {
   std::string name;
   std::vector<Port> inputs, outputs;
+  // train_step as exported: each trained parameter's gradient (role Grad),
+  // a value of the step rather than a result. split_train_step cuts there;
+  // compact() drops them (a pass may have renumbered or removed the values).
+  std::vector<Port> grads;
   std::vector<Node> nodes;  // in a valid execution order
   std::vector<std::string> value_names;
   std::vector<TensorType> value_types;

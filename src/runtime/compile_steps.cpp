@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <optional>
+
 #include "passes/data_parallel.h"
 #include "passes/pipeline.h"
+#include "passes/split_train_step.h"
 
 namespace ts {
 
@@ -93,18 +96,31 @@ CompiledSteps compile_steps(const Artifact& a, const SessionOptions& o, const Ta
   CompiledSteps r;
   r.lr_dtype = lr_dtype(p, path);
   const bool parallel = o.collective && o.collective->size() > 1;
-  if (parallel && (!p.functions.count("grad_step") || !p.functions.count("apply_step")))
-    fail(path + ": data-parallel training needs grad_step and apply_step; export the "
-         "artifact with --grads");
+  // grad_step and apply_step: the artifact's (export --grads), or cut from
+  // train_step where a run needs them (data-parallel, accumulation).
+  const bool exported = p.functions.count("grad_step") > 0;
+  std::optional<SplitSteps> split;
+  const bool named = !p.function("train_step").grads.empty();
+  if (!exported && (parallel || (o.grad_steps && t.grad_steps && named)))
+    split = split_train_step(p, path);  // fails, saying why, where it cannot
+  auto function = [&](StepKind k) -> const Function* {
+    if (split && k == StepKind::Grad) return &split->grad;
+    if (split && k == StepKind::Apply) return &split->apply;
+    auto it = p.functions.find(step_function_name(k));
+    return it == p.functions.end() ? nullptr : &it->second;
+  };
   for (StepKind k : kStepKinds) {
-    if (!p.functions.count(step_function_name(k))) continue;
+    const Function* src = function(k);
+    if (!src) continue;
     // A target without gradient accumulation has no grad_step/apply_step
-    // (Session::grad_step says so).
-    if (!t.grad_steps && (k == StepKind::Grad || k == StepKind::Apply)) continue;
+    // (Session::grad_step says so); derived ones are there only when asked.
+    if ((k == StepKind::Grad || k == StepKind::Apply) &&
+        (!t.grad_steps || (split && !o.grad_steps)))
+      continue;
     auto f = k == StepKind::Train && parallel
                  ? std::make_unique<Function>(data_parallel_step(
-                       p.function("grad_step"), p.function("apply_step"), o.buckets, path))
-                 : std::make_unique<Function>(p.function(step_function_name(k)));
+                       *function(StepKind::Grad), *function(StepKind::Apply), o.buckets, path))
+                 : std::make_unique<Function>(*src);
     optimize(*f, o.compile, t);
     r.steps.push_back({k, std::move(f), {}});
     if (k == StepKind::Grad) r.grad_step = r.steps.back().fn.get();

@@ -180,6 +180,20 @@ void Session::set_lr_input() {
 
 bool Session::has_grad_functions() const { return find_step(StepKind::Grad) != nullptr; }
 
+void Session::require_grad_functions(const std::string& what) const {
+  if (has_grad_functions()) return;
+  if (!target_->grad_steps)
+    fail(artifact_->path + ": " + runs_only_on(what, &Target::grad_steps));
+  if (opts_.grad_steps)
+    fail(artifact_->path + ": " + what +
+         " needs grad_step and apply_step, and the artifact names no gradients in train_step "
+         "to cut them from (it predates trainstep doing so): export it again, or export it "
+         "with --grads");
+  fail(artifact_->path + ": " + what +
+       " needs grad_step and apply_step: open the session with SessionOptions::grad_steps "
+       "(train and bench --accumulate do), or export the artifact with --grads");
+}
+
 float Session::grad_step(const std::vector<Tensor>& inputs, const Tensor& target) {
   return grad_on(inputs, &target, 1);
 }
@@ -189,12 +203,8 @@ float Session::grad_step(const std::vector<Tensor>& inputs, const std::vector<Te
 }
 
 float Session::grad_on(const std::vector<Tensor>& inputs, const Tensor* targets, size_t n) {
+  require_grad_functions("grad_step (gradient accumulation)");
   BoundStep* g = find_step(StepKind::Grad);
-  if (!g && !target_->grad_steps)
-    fail(artifact_->path + ": " + runs_only_on("grad_step (gradient accumulation)",
-                                               &Target::grad_steps));
-  if (!g)
-    fail(artifact_->path + ": grad_step: the artifact has no grad_step (export it with --grads)");
   g->bind_batch(inputs, targets, n);
   *seed_t_.view.as<int64_t>() = rank_seed(seed_, rank());
   *step_t_.view.as<int64_t>() = step_ * accumulation_ + micro_;
@@ -225,13 +235,8 @@ float Session::grad_on(const std::vector<Tensor>& inputs, const Tensor* targets,
 }
 
 void Session::apply_grads() {
+  require_grad_functions("apply_grads (gradient accumulation)");
   BoundStep* ap = find_step(StepKind::Apply);
-  if (!ap && !target_->grad_steps)
-    fail(artifact_->path + ": " + runs_only_on("apply_grads (gradient accumulation)",
-                                               &Target::grad_steps));
-  if (!ap)
-    fail(artifact_->path +
-         ": apply_grads: the artifact has no apply_step (export it with --grads)");
   if (micro_ == 0) fail("apply_grads: no grad_step since the last update");
   nonfinite_->start_step();
   // Every rank skips, or none: their updates must stay equal.
@@ -295,8 +300,7 @@ std::vector<std::string> Session::grad_names() const {
 }
 
 const Tensor& Session::grad(const std::string& name) const {
-  if (!has_grad_functions())
-    fail(artifact_->path + ": gradients by name need an artifact exported with --grads");
+  require_grad_functions("gradients by name (Session::grad)");
   const Tensor* g = grads_->find(name);
   if (!g) {
     std::string why = state_->has(name) ? "it is not a parameter the step updates"

@@ -244,9 +244,10 @@ Plan plan_run(Session& s, const TrainOptions& o, const Start& st, const Batcher&
   p.accum = o.accumulate > 0 ? o.accumulate : resumed ? st.at.accumulate : 1;
   if (p.accum < 1) fail("--accumulate must be at least 1");
   if (p.accum > 1) {
-    if (!s.has_grad_functions())
-      fail("--accumulate needs an artifact exported with --grads (" + s.program().name +
-           " has no grad_step)");
+    if (o.accumulate == 0 && !s.has_grad_functions())
+      fail("the checkpoint trained with --accumulate " + std::to_string(p.accum) +
+           ": give --accumulate " + std::to_string(p.accum) + " again to go on so");
+    s.require_grad_functions("--accumulate");
     if (p.batches < p.accum)
       fail("--accumulate " + std::to_string(p.accum) + ": an epoch has only " +
            std::to_string(p.batches) + " batches");

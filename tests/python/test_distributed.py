@@ -211,11 +211,30 @@ def test_a_position_the_ranks_cannot_split_is_refused(accum, small_data, tmp_pat
     assert "384 samples into an epoch, not a whole number of batches of 64 on 4 rank(s)" in p.stderr, p.stderr
 
 
-def test_an_artifact_without_gradient_functions_is_refused(artifacts, small_data):
-    art = artifacts("groups_sgd", _spec("groups_sgd.py"))
-    p = mpirun(2, "train", art, "--data", f"idx:{small_data}", "--distributed", "mpi", check=False)
-    assert p.returncode != 0
-    assert "data-parallel training needs grad_step and apply_step; export the artifact with --grads" in p.stderr, p.stderr
+@pytest.mark.parametrize("spec,optim", [("groups_sgd.py", None), ("dp_split.py", None),
+                                         ("traced_optim.py", "Muon")])
+def test_an_artifact_without_grads_trains_as_the_grads_export_does(spec, optim, small_data,
+                                                                    tmp_path):
+    """Data-parallel and accumulation on an artifact exported without
+    --grads: grad_step and apply_step are cut from its train_step. The
+    oracle is the same spec exported with --grads (its own traced grad_step
+    and apply_step): the checkpoints agree byte for byte. The specs put
+    dropout, param groups, clipping and an optimizer
+    traced from its own step() (Muon) across the cut; a BatchNorm's
+    running stats and AdamW with AMSGrad too."""
+    env = {"TS_OPTIM": optim} if optim else None
+    plain, grads = tmp_path / "plain.tstep", tmp_path / "grads.tstep"
+    run("export", _spec(spec), "--out", plain, env=env)
+    run("export", _spec(spec), "--out", grads, "--grads", env=env)
+    assert "function grad_step" not in run("inspect", plain).stdout
+    data = ["--data", f"idx:{small_data}", *COMMON, "--max-batches", 6]
+    for how, launch in (("mpi", lambda *a: mpirun(2, *a, "--distributed", "mpi")),
+                        ("accumulate", lambda *a: run(*a, "--accumulate", 3))):
+        ckpts = []
+        for art in (plain, grads):
+            ckpts.append(tmp_path / f"{how}-{art.stem}.ckpt")
+            launch("train", art, *data, "--save", ckpts[-1])
+        assert ckpts[0].read_bytes() == ckpts[1].read_bytes(), (spec, how)
 
 
 def _rank_pids(launcher_pid):

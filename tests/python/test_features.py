@@ -195,11 +195,18 @@ def test_resume_continues_with_the_checkpoints_accumulate(artifacts, small_data,
         assert torch.equal(m_resumed[k], m_straight[k]), k
 
 
-def test_accumulate_needs_gradient_functions(artifacts, small_data):
+def test_a_resumed_accumulation_asks_for_its_n_again(artifacts, small_data, tmp_path):
+    """Without --grads the session cuts grad_step and apply_step from
+    train_step only when asked: resuming an --accumulate run says so."""
     art = artifacts("groups_sgd", _spec("groups_sgd.py"))
-    p = run("train", art, "--data", f"idx:{small_data}", "--accumulate", 2, check=False)
+    ckpt = tmp_path / "acc.ckpt"
+    data = ["--data", f"idx:{small_data}", "--max-batches", 4]
+    run("train", art, *data, "--accumulate", 2, "--save", ckpt)
+    p = run("train", art, *data, "--resume", ckpt, check=False)
     assert p.returncode == 1
-    assert "--accumulate needs an artifact exported with --grads" in p.stderr, p.stderr
+    assert "the checkpoint trained with --accumulate 2: give --accumulate 2 again" in p.stderr, \
+        p.stderr
+    run("train", art, *data, "--resume", ckpt, "--accumulate", 2)
 
 
 def repeated_sample_data(dirpath, n_train, index=0):

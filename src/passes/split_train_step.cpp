@@ -1,0 +1,174 @@
+#include "passes/split_train_step.h"
+
+#include <utility>
+
+#include "ir/rewrite.h"
+
+namespace ts {
+
+namespace {
+
+enum class Side { Grad, Apply, Neither };
+
+// Which side reads a train_step input: the update reads the parameters,
+// the optimizer state and the LR; the loss and gradients read the rest.
+Side input_side(const Program& p, const Port& port, bool* param) {
+  *param = false;
+  switch (port.role) {
+    case Role::State: {
+      const StateSpec* s = p.find_state(port.state);
+      const std::string kind = s ? s->kind : "";
+      *param = kind == "param";
+      return kind == "optim" ? Side::Apply : Side::Grad;
+    }
+    case Role::Lr: return Side::Apply;
+    default: return Side::Grad;
+  }
+}
+
+std::string describe(const Function& f, int v) {
+  for (const Port& q : f.inputs)
+    if (q.value == v) return "step input '" + q.name + "' (role " + role_name(q.role) + ")";
+  return "'" + f.value_names[v] + "'";
+}
+
+// Marks the nodes the `roots` need, walking back through producers; stops
+// at `stop` values. A function input that `allowed` lacks fails through
+// `refuse(root index, value, reading node)`.
+template <class Refuse>
+std::vector<bool> cone(const Function& f, const std::vector<int>& roots,
+                       const std::vector<bool>& stop, const std::vector<bool>& allowed,
+                       Refuse refuse) {
+  std::vector<bool> need(f.nodes.size(), false), seen(f.value_names.size(), false);
+  std::vector<std::pair<int, int>> todo;  // (value, node that reads it; -1 a root)
+  for (size_t r = 0; r < roots.size(); ++r) {
+    todo.emplace_back(roots[r], -1);
+    while (!todo.empty()) {
+      auto [v, via] = todo.back();
+      todo.pop_back();
+      if (v < 0 || seen[v] || stop[v]) continue;
+      seen[v] = true;
+      const int n = f.producer[v];
+      if (n < 0) {
+        if (!allowed[v]) refuse(r, v, via);
+        continue;
+      }
+      if (need[n]) continue;
+      need[n] = true;
+      for (int u : f.nodes[n].inputs) todo.emplace_back(u, n);
+    }
+  }
+  return need;
+}
+
+// A function of f's `need` nodes, in f's order, with the given ports
+// (their values are f's ids, renamed as `names` says, or kept).
+Function build(const Function& f, const std::string& name, const std::vector<bool>& need,
+               const std::vector<Port>& ins, const std::vector<Port>& outs) {
+  Function g;
+  g.name = name;
+  std::vector<int> map(f.value_names.size(), -1);
+  for (Port q : ins) {
+    const int v = q.value;
+    q.value = add_value(g, q.name, f.value_types[v]);
+    map[v] = q.value;
+    g.inputs.push_back(q);
+  }
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    if (!need[i]) continue;
+    Node m = f.nodes[i];
+    for (int& v : m.inputs) v = v < 0 ? -1 : map[v];
+    for (int& v : m.outputs)
+      if (v >= 0) v = map[v] = add_value(g, f.value_names[v], f.value_types[v]);
+    g.nodes.push_back(std::move(m));
+  }
+  for (Port q : outs) {
+    q.value = map[q.value];
+    g.outputs.push_back(q);
+  }
+  compact(g);  // producers, and every type inferred again
+  return g;
+}
+
+}  // namespace
+
+SplitSteps split_train_step(const Program& p, const std::string& what) {
+  const Function& f = p.function("train_step");
+  const std::string where = what + ": deriving grad_step and apply_step from train_step";
+  if (f.grads.empty())
+    fail(where + ": the artifact names no gradients in train_step (it predates trainstep "
+                 "doing so); export it again, or export it with --grads");
+
+  const size_t nv = f.value_names.size();
+  std::vector<bool> grad_ok(nv, false), apply_ok(nv, false), is_grad(nv, false);
+  std::vector<Port> grad_ins, apply_ins, params;
+  for (const Port& q : f.inputs) {
+    bool param = false;
+    const Side s = input_side(p, q, &param);
+    if (param) {
+      grad_ok[q.value] = apply_ok[q.value] = true;
+      grad_ins.push_back(q);
+      params.push_back(q);
+    } else if (s == Side::Apply) {
+      apply_ok[q.value] = true;
+    } else {
+      grad_ok[q.value] = true;
+      grad_ins.push_back(q);
+    }
+  }
+  // apply_step's inputs as the exporter orders them: parameters, optimizer
+  // state, LR, then the gradients.
+  apply_ins = params;
+  for (const Port& q : f.inputs)
+    if (apply_ok[q.value] && !grad_ok[q.value]) apply_ins.push_back(q);
+  for (const Port& g : f.grads) {
+    Port q = g;
+    q.name = "grad/" + g.state;
+    apply_ins.push_back(q);
+    is_grad[g.value] = true;
+  }
+
+  std::vector<Port> grad_outs, apply_outs;
+  for (const Port& q : f.outputs) {
+    const StateSpec* s = q.role == Role::State ? p.find_state(q.state) : nullptr;
+    const bool update = s && (s->kind == "param" || s->kind == "optim");
+    (update ? apply_outs : grad_outs).push_back(q);
+  }
+  for (const Port& g : f.grads) grad_outs.push_back(g);
+
+  auto values = [](const std::vector<Port>& ports) {
+    std::vector<int> v;
+    for (const Port& q : ports) v.push_back(q.value);
+    return v;
+  };
+  auto out_name = [](const Port& q) {
+    return q.role == Role::State || q.role == Role::Grad
+               ? std::string(role_name(q.role)) + " '" + q.state + "'"
+               : std::string(role_name(q.role));
+  };
+  const std::vector<bool> no_stop(nv, false);
+  std::vector<bool> grad_need = cone(f, values(grad_outs), no_stop, grad_ok,
+                                     [&](size_t r, int v, int via) {
+    fail(where + ": the " + out_name(grad_outs[r]) + " reads the " + describe(f, v) +
+         (via >= 0 ? " (node '" + f.nodes[via].name + "')" : std::string()) +
+         ", which only the update should");
+  });
+  std::vector<bool> apply_need = cone(f, values(apply_outs), is_grad, apply_ok,
+                                      [&](size_t r, int v, int via) {
+    fail(where + ": the new " + out_name(apply_outs[r]) + " reads the " + describe(f, v) +
+         (via >= 0 ? " (node '" + f.nodes[via].name + "')" : std::string()) +
+         ": an update must read only the parameters, the optimizer state, the LR and the "
+         "gradients to be split from the step");
+  });
+
+  SplitSteps r;
+  try {
+    r.grad = build(f, "grad_step", grad_need, grad_ins, grad_outs);
+    r.apply = build(f, "apply_step", apply_need, apply_ins, apply_outs);
+  } catch (const Error& e) {
+    fail(where + ": " + e.what());
+  }
+  return r;
+}
+
+}  // namespace ts
