@@ -125,7 +125,7 @@ class Session {
   // an artifact exported with --grads brings its own. Without, these fail.
   bool has_grad_functions() const;
   // Fails, naming `what` and how to get them, unless has_grad_functions().
-  void require_grad_functions(const std::string& what) const;
+  void require_grad_functions(const char* what) const;
   // Forward and backward on one batch, no update: adds the gradients into
   // the session's accumulators and updates buffers (BatchNorm stats) as
   // train_step does; returns the loss. Micro-batch k after the last apply

@@ -329,7 +329,10 @@ def capture_train(parts):
         a = ins.unpack(flat)
         loss, grads, new_bufs = p.loss_and_grads(a.params, a.frozen, a.buffers, a.rng_seed,
                                                  a.rng_offset, a.inputs, a.targets)
-        new_p, new_s = p.apply(a.params, grads, a.opt, a.lr)
+        # The update gets copies: an optimizer that works on p.grad in place
+        # (MuonBf16's lerp_) must not turn the named gradients into its own
+        # values. Unmutated, each copy is its gradient (compose_views drops it).
+        new_p, new_s = p.apply(a.params, {n: g.clone() for n, g in grads.items()}, a.opt, a.lr)
         return outs.pack(loss=loss, params=new_p, buffers=new_bufs, opt=new_s, grads=grads)
 
     with _mode(p.model, True), provenance.recording(p.model):

@@ -710,7 +710,7 @@ void register_shape_ops(OpRegistry& registry) {
     d.strided_view = &reshape_view;
     r.add(std::move(d));
   };
-  OpDef view{"aten.view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true};
+  OpDef view{opname::view, "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true};
   view.algebra.reshape_like = true;
   alias(std::move(view));
   OpDef unsafe_view{"aten._unsafe_view.default", "self with shape attr size (one -1 inferred)" + al, &view_infer, &alias_make, true};

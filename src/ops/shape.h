@@ -32,6 +32,7 @@ inline constexpr const char* unsafe_split = "aten.unsafe_split.Tensor";
 inline constexpr const char* split_with_sizes = "aten.split_with_sizes.default";
 inline constexpr const char* t = "aten.t.default";
 inline constexpr const char* as_strided = "aten.as_strided.default";
+inline constexpr const char* view = "aten.view.default";
 }  // namespace opname
 
 }  // namespace ts

@@ -9,6 +9,7 @@ namespace ts {
 namespace {
 
 constexpr const char* kAsStrided = opname::as_strided;
+constexpr const char* kView = opname::view;
 
 // A value as a strided view of an earlier value (`root`, a real buffer),
 // and how many copies made it from there.
@@ -42,12 +43,22 @@ void compose_views(Function& f) {
     Chain& c = chain[y];
     c = {in.root, std::move(*v), in.copies + (d.alias_input0 ? 0 : 1)};
     if (d.alias_input0) continue;
-    if (c.view.offset == 0 && c.view.size == f.value_types[c.root].shape && is_contiguous(c.view) &&
+    if (c.view.offset == 0 && is_contiguous(c.view) &&
+        shape_numel(c.view.size) == f.value_types[c.root].numel() &&
         !(f.producer[c.root] < 0 && outputs[y])) {
       // The root's own elements in order (an expand or clone to the same
-      // shape): no copy at all.
-      replace_uses(f, y, c.root);
-      n.dead = true;
+      // shape): no copy at all. Under another shape (a clone of a view):
+      // a view of the root, which aliases it.
+      if (c.view.size == f.value_types[c.root].shape) {
+        replace_uses(f, y, c.root);
+        n.dead = true;
+      } else {
+        n.op = kView;
+        n.def = nullptr;
+        n.inputs = {c.root};
+        n.attrs = {{"size", yt.shape}};
+        chain[y] = {c.root, c.view, 0};
+      }
       changed = true;
       continue;
     }

@@ -180,7 +180,7 @@ void Session::set_lr_input() {
 
 bool Session::has_grad_functions() const { return find_step(StepKind::Grad) != nullptr; }
 
-void Session::require_grad_functions(const std::string& what) const {
+void Session::require_grad_functions(const char* what) const {
   if (has_grad_functions()) return;
   if (!target_->grad_steps)
     fail(artifact_->path + ": " + runs_only_on(what, &Target::grad_steps));

@@ -501,6 +501,28 @@ TEST(ComposeViews, ChainsOfCopiesBecomeOneGather) {
   expect_same_outputs(before, f, 3);
 }
 
+// A copy of a reshape of a value (what the capture's copy of a bias
+// gradient, a sum then a view, traces to) is the value's own elements in
+// order: a view of it, no copy.
+TEST(ComposeViews, ACopyOfAReshapeIsAView) {
+  Builder b;
+  int x = b.input("x", F({3, 5}));
+  int s = b.node("sum", "aten.sum.dim_IntList", {x}, F({1, 5}),
+                 {{"dim", {0}}, {"dtype", nullptr}, {"keepdim", true}});
+  int v = b.node("view", "aten.view.default", {s}, F({5}), {{"size", {5}}});
+  int c = b.node("clone", "aten.clone.default", {v}, F({5}));
+  b.output(b.node("neg", "aten.neg.default", {c}, F({5})));
+  Function before = b.done(), f = before;
+  ts::compose_views(f);
+  std::vector<std::string> want = {
+      R"(%sum = aten.sum.dim_IntList(%x, {"dim":[0],"dtype":null,"keepdim":true}))",
+      R"(%clone = aten.view.default(%sum, {"size":[5]}))",
+      "%neg = aten.neg.default(%clone)",
+  };
+  EXPECT_EQ(dump(f), want);
+  expect_same_outputs(before, f, 1);
+}
+
 // The pipeline asks the device's Target, not which device it is: each field
 // turns its pass on or off, whatever the device.
 TEST(Target, FieldsChooseThePasses) {
