@@ -93,8 +93,9 @@ def test_a_preempted_job_requeues_itself_and_ends_as_an_uninterrupted_run(
         return _wait_for(what, check)
     running("the first epoch", lambda: re.search(r"^epoch 1:", log(), re.M))
     subprocess.run(["scancel", "--signal=TERM", "--batch", job], env=env, check=True)
-    _wait_for("the requeue", lambda: cluster.job(job).get("Restarts") == "1")
-    assert cluster.job(job)["JobState"] == "PENDING", log()
+    # Requeued: COMPLETING while the first start winds down, then PENDING.
+    _wait_for("the requeue", lambda: (lambda j: j.get("Restarts") == "1" and
+                                      j.get("JobState") == "PENDING")(cluster.job(job)))
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True)
     _wait_for("the job's end", lambda: cluster.job(job).get("JobState") in ended, timeout=300)
     text = log()
