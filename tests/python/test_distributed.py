@@ -237,6 +237,22 @@ def test_an_artifact_without_grads_trains_as_the_grads_export_does(spec, optim, 
         assert ckpts[0].read_bytes() == ckpts[1].read_bytes(), (spec, how)
 
 
+def signal_rank(launcher, pid, sig, timeout=60):
+    """Sends `sig` to the rank with `pid` and waits for the job's launcher:
+    (stdout, stderr, seconds it took to end). The launcher is killed if it
+    outlives the timeout."""
+    import time
+    t0 = time.time()
+    try:
+        os.kill(pid, sig)
+        out, err = launcher.communicate(timeout=timeout)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.communicate()
+    return out, err, time.time() - t0
+
+
 def _rank_pids(launcher_pid):
     """{rank: pid} of the trainstep processes mpirun `launcher_pid` started."""
     pids = {}
@@ -277,14 +293,11 @@ def test_a_dead_or_hung_rank_ends_the_run_and_it_resumes(accum, small_data, tmp_
             time.sleep(0.05)
         pids = _rank_pids(p.pid)
         assert set(pids) == {0, 1}, pids
-        t0 = time.time()
-        os.kill(pids[1], getattr(signal, fault))
-        out, err = p.communicate(timeout=60)
-        took = time.time() - t0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
+    except BaseException:
+        p.kill()
+        p.communicate()
+        raise
+    out, err, took = signal_rank(p, pids[1], getattr(signal, fault))
     assert p.returncode != 0, (out, err)
     assert took < 4 + 10, took  # the timeout, plus MPI's teardown
     if fault == "SIGKILL":

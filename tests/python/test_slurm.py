@@ -14,7 +14,7 @@ import pytest
 
 import slurm_cluster
 from conftest import BIN, ROOT
-from test_distributed import mpi_env, mpirun
+from test_distributed import mpi_env, mpirun, signal_rank
 
 pytestmark = [pytest.mark.runtime,
               pytest.mark.skipif(slurm_cluster.available() is not None,
@@ -122,14 +122,11 @@ def test_a_rank_killed_under_srun_ends_the_job_naming_it(cluster, mnist, small_d
         p.stdout.readline()  # "data-parallel over 2 ranks": both are in MPI
         pid = _wait_for("rank 1", lambda: _rank_pid(1))
         time.sleep(0.5)  # into the steps
-        t0 = time.time()
-        os.kill(pid, signal.SIGKILL)
-        out, err = p.communicate(timeout=60)
-        took = time.time() - t0
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
+    except BaseException:
+        p.kill()
+        p.communicate()
+        raise
+    out, err, took = signal_rank(p, pid, signal.SIGKILL)
     assert p.returncode != 0, (out, err)
     assert took < 4 + 10, took
     assert re.search(r"task 1: Killed", err), err
