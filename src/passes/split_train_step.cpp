@@ -8,22 +8,13 @@ namespace ts {
 
 namespace {
 
-enum class Side { Grad, Apply, Neither };
-
-// Which side reads a train_step input: the update reads the parameters,
-// the optimizer state and the LR; the loss and gradients read the rest.
-Side input_side(const Program& p, const Port& port, bool* param) {
-  *param = false;
-  switch (port.role) {
-    case Role::State: {
-      const StateSpec* s = p.find_state(port.state);
-      const std::string kind = s ? s->kind : "";
-      *param = kind == "param";
-      return kind == "optim" ? Side::Apply : Side::Grad;
-    }
-    case Role::Lr: return Side::Apply;
-    default: return Side::Grad;
-  }
+// What a train_step port carries for the cut: "param", "optim" (the LR
+// too: only the update reads it), or "" (the batch, the RNG, buffers,
+// frozen state, the loss).
+std::string kind_of(const Program& p, const Port& q) {
+  if (q.role == Role::Lr) return "optim";
+  const StateSpec* s = q.role == Role::State ? p.find_state(q.state) : nullptr;
+  return s && (s->kind == "param" || s->kind == "optim") ? s->kind : "";
 }
 
 std::string describe(const Function& f, int v) {
@@ -62,7 +53,7 @@ std::vector<bool> cone(const Function& f, const std::vector<int>& roots,
 }
 
 // A function of f's `need` nodes, in f's order, with the given ports
-// (their values are f's ids, renamed as `names` says, or kept).
+// (their values are f's ids; an input's value takes the port's name).
 Function build(const Function& f, const std::string& name, const std::vector<bool>& need,
                const std::vector<Port>& ins, const std::vector<Port>& outs) {
   Function g;
@@ -99,42 +90,29 @@ SplitSteps split_train_step(const Program& p, const std::string& what) {
     fail(where + ": the artifact names no gradients in train_step (it predates trainstep "
                  "doing so); export it again, or export it with --grads");
 
+  // Parameters are read on both sides; optimizer state and the LR only by
+  // the update. apply_step's inputs are ordered as the exporter orders
+  // them: parameters, optimizer state, LR, gradients.
   const size_t nv = f.value_names.size();
   std::vector<bool> grad_ok(nv, false), apply_ok(nv, false), is_grad(nv, false);
-  std::vector<Port> grad_ins, apply_ins, params;
+  std::vector<Port> grad_ins, apply_ins, grad_outs, apply_outs;
+  for (const char* kind : {"param", "optim"})
+    for (const Port& q : f.inputs)
+      if (kind_of(p, q) == kind) apply_ins.push_back(q);
   for (const Port& q : f.inputs) {
-    bool param = false;
-    const Side s = input_side(p, q, &param);
-    if (param) {
-      grad_ok[q.value] = apply_ok[q.value] = true;
-      grad_ins.push_back(q);
-      params.push_back(q);
-    } else if (s == Side::Apply) {
-      apply_ok[q.value] = true;
-    } else {
-      grad_ok[q.value] = true;
-      grad_ins.push_back(q);
-    }
+    const std::string kind = kind_of(p, q);
+    apply_ok[q.value] = !kind.empty();
+    grad_ok[q.value] = kind != "optim";
+    if (grad_ok[q.value]) grad_ins.push_back(q);
   }
-  // apply_step's inputs as the exporter orders them: parameters, optimizer
-  // state, LR, then the gradients.
-  apply_ins = params;
-  for (const Port& q : f.inputs)
-    if (apply_ok[q.value] && !grad_ok[q.value]) apply_ins.push_back(q);
   for (const Port& g : f.grads) {
     Port q = g;
     q.name = "grad/" + g.state;
     apply_ins.push_back(q);
     is_grad[g.value] = true;
   }
-
-  std::vector<Port> grad_outs, apply_outs;
-  for (const Port& q : f.outputs) {
-    const StateSpec* s = q.role == Role::State ? p.find_state(q.state) : nullptr;
-    const bool update = s && (s->kind == "param" || s->kind == "optim");
-    (update ? apply_outs : grad_outs).push_back(q);
-  }
-  for (const Port& g : f.grads) grad_outs.push_back(g);
+  for (const Port& q : f.outputs) (kind_of(p, q).empty() ? grad_outs : apply_outs).push_back(q);
+  grad_outs.insert(grad_outs.end(), f.grads.begin(), f.grads.end());
 
   auto values = [](const std::vector<Port>& ports) {
     std::vector<int> v;

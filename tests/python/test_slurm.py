@@ -38,7 +38,7 @@ def mnist(mnist_adadelta):
 
 def srun(cluster, n, *args, check=True, timeout=300):
     cmd = ["srun", "--mpi=pmix", "-n", str(n), BIN, *map(str, args)]
-    env = cluster.env(**{k: v for k, v in mpi_env().items() if k not in os.environ})
+    env = dict(mpi_env(), SLURM_CONF=cluster.conf)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
