@@ -7,6 +7,9 @@
 # one line per model:
 #   model rate 1rank_samples_s 2rank_samples_s speedup no_overlap_speedup
 #         reduce_ms_per_step hidden_pct
+#         zero1_speedup zero1_comm_ms_per_step zero1_hidden_pct
+# (zero1: --shard-optimizer; its communication is the gradients'
+# reduce-scatter, or all-reduce, and the parameters' all-gather.)
 #   bench/dp_two_hosts.sh [RATE] [MODELS]   (defaults: 10gbit, "mnist transformer")
 # (This kernel has no netem, so the link adds no delay of its own: its
 # latency is the veth's, measured and printed.) Rounds interleave the runs
@@ -65,6 +68,7 @@ for m in $MODELS; do
   art="$dir/$m.tstep"
   "$BIN" export "examples/$m/spec.py" --out "$art" >/dev/null
   : >"$dir/one"; : >"$dir/par"; : >"$dir/seq"; : >"$dir/hid"; : >"$dir/red"
+  : >"$dir/zpar"; : >"$dir/zhid"; : >"$dir/zred"
   for _ in $(seq "$ROUNDS"); do
     ip netns exec "$A" "$BIN" bench "$art" --threads 1 --steps "$STEPS" | rate >>"$dir/one"
     out=$($MPIRUN "$BIN" bench "$art" --threads 1 --steps "$STEPS" --distributed mpi --profile)
@@ -73,9 +77,17 @@ for m in $MODELS; do
     echo "$out" | sed -n 's/.*: \([0-9.]*\)% hidden behind the backward$/\1/p' >>"$dir/hid"
     $MPIRUN "$BIN" bench "$art" --threads 1 --steps "$STEPS" --distributed mpi --no-overlap |
       rate >>"$dir/seq"
+    out=$($MPIRUN "$BIN" bench "$art" --threads 1 --steps "$STEPS" --distributed mpi --profile \
+      --shard-optimizer)
+    echo "$out" | rate >>"$dir/zpar"
+    echo "$out" | sed -n 's/.*; \([0-9.]*\) ms\/step reducing.*/\1/p' >>"$dir/zred"
+    echo "$out" | sed -n 's/.*: \([0-9.]*\)% hidden behind the backward$/\1/p' >>"$dir/zhid"
   done
   one=$(median <"$dir/one"); par=$(median <"$dir/par"); seq=$(median <"$dir/seq")
   red=$(median <"$dir/red"); hid=$(median <"$dir/hid")
+  zpar=$(median <"$dir/zpar"); zred=$(median <"$dir/zred"); zhid=$(median <"$dir/zhid")
   awk -v m="$m" -v r="$RATE" -v one="$one" -v par="$par" -v seq="$seq" -v red="$red" -v hid="$hid" \
-    'BEGIN { printf "%s %s %s %s %.2f %.2f %s %s\n", m, r, one, par, par / one, seq / one, red, hid }'
+    -v zpar="$zpar" -v zred="$zred" -v zhid="$zhid" \
+    'BEGIN { printf "%s %s %s %s %.2f %.2f %s %s %.2f %s %s\n", m, r, one, par, par / one,
+             seq / one, red, hid, zpar / one, zred, zhid }'
 done

@@ -81,14 +81,15 @@ void print_kernel_choices(const std::vector<ts::KernelPick>& picks) {
                 p.choice.c_str());
 }
 
-// The all-reduce's share of a data-parallel step: its time on the MPI
+// The collectives' share of a data-parallel step: their time on the MPI
 // thread, and the part the step waited for (the wait nodes); the rest was
-// hidden behind the backward.
-void print_all_reduce(const ts::AllReduceStats& a, int ranks, int steps) {
+// hidden behind the backward (and, sharded, behind the update).
+void print_all_reduce(const ts::AllReduceStats& a, int ranks, int steps, bool sharded) {
   const double reduce = a.reduce_seconds, waits = a.wait_seconds;
-  std::printf("\nall-reduce: %d bucket(s), %.2f MiB a step over %d ranks; %.3f ms/step reducing, "
+  std::printf("\n%s: %d bucket(s), %.2f MiB a step over %d ranks; %.3f ms/step reducing, "
               "%.3f ms/step waited for: %.1f%% hidden behind the backward\n",
-              a.buckets, a.bytes / 1048576.0, ranks, 1e3 * reduce / steps, 1e3 * waits / steps,
+              sharded ? "gradients and parameters (--shard-optimizer)" : "all-reduce", a.buckets,
+              a.bytes / 1048576.0, ranks, 1e3 * reduce / steps, 1e3 * waits / steps,
               reduce > 0 ? 100 * std::max(0.0, 1 - waits / reduce) : 0.0);
 }
 
@@ -141,6 +142,8 @@ void add_bench(CLI::App& app, Action& action) {
                     s->train_step_description().c_str());
       } else {
         if (lead) std::printf("%s\n", ts::train_memory_summary(*s).c_str());
+        const std::string shards = ts::shard_memory_summary(*s);  // every rank takes part
+        if (lead && !shards.empty()) std::printf("%s\n", shards.c_str());
         if (lead) std::printf("kernels: %s (this CPU: %s; TRAINSTEP_ISA forces a lower level)\n",
                     ts::cpu_isa_name(ts::cpu_isa()), ts::cpu_isa_name(ts::detected_cpu_isa()));
       }
@@ -162,7 +165,8 @@ void add_bench(CLI::App& app, Action& action) {
         print_profile(r.profile, *steps, total, *by_shape);
         print_kernel_choices(ts::kernel_picks(*s));
         if (s->world_size() > 1 && *accumulate == 0)
-          print_all_reduce(ts::all_reduce_stats(*s), s->world_size(), *steps);
+          print_all_reduce(ts::all_reduce_stats(*s), s->world_size(), *steps,
+                           s->shards_optimizer());
         std::printf("%s", ts::train_memory_peak(*s).c_str());
       }
       std::printf("step_ms_median=%.3f\n", pct(0.5));

@@ -166,6 +166,7 @@ void add_train(CLI::App& app, Action& action) {
         std::printf("data-parallel over %d ranks (MPI): batch %lld per rank, %lld per step\n",
                     s->world_size(), (long long)s->batch_size(),
                     (long long)s->batch_size() * s->world_size());
+      if (lead && s->shards_optimizer()) std::printf("%s\n", s->shard_description().c_str());
       if (lead)
         std::printf("training %s: %lld train / %lld test samples (%s), batch %lld\n",
                     s->model_name().c_str(), (long long)tr->size(), (long long)te->size(),

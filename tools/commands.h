@@ -44,6 +44,7 @@ struct Distributed {
   std::string kind;  // "" or "mpi"
   double timeout_s = 300, first_mb = 1, cap_mb = 25;
   bool overlap = true;
+  bool shard_optimizer = false;
 };
 void add_distributed(CLI::App* cmd, Distributed& d);
 // Starts the collective when --distributed is given (errors on any rank

@@ -18,9 +18,9 @@ void end_distributed(int code) {
 }
 
 void add_distributed(CLI::App* cmd, Distributed& d) {
-  cmd->add_option("--distributed", d.kind,
-                  "mpi: data-parallel over the ranks of mpirun/srun (the artifact needs --grads; "
-                  "its batch size is per rank)")
+  CLI::Option* kind = cmd->add_option("--distributed", d.kind,
+                  "mpi: data-parallel over the ranks of mpirun/srun (the artifact's batch size is "
+                  "per rank)")
       ->check(CLI::IsMember({"mpi"}));
   cmd->add_option("--collective-timeout", d.timeout_s,
                   "seconds a rank waits for the others in one collective before it fails, "
@@ -34,6 +34,10 @@ void add_distributed(CLI::App* cmd, Distributed& d) {
       ->check(finite_at_least(0));
   cmd->add_flag_callback("--no-overlap", [&d] { d.overlap = false; },
                          "reduce every bucket after the backward, not during it");
+  cmd->add_flag("--shard-optimizer", d.shard_optimizer,
+                "ZeRO stage 1: each rank updates a share of the parameters and holds only their "
+                "optimizer state (gradients reduce-scattered, parameters all-gathered)")
+      ->needs(kind);
 }
 
 void start_distributed(const Distributed& d, ts::SessionOptions& o) {
@@ -54,6 +58,7 @@ void start_distributed(const Distributed& d, ts::SessionOptions& o) {
   o.buckets.first_bytes = static_cast<size_t>(d.first_mb * 1024 * 1024);
   o.buckets.cap_bytes = static_cast<size_t>(d.cap_mb * 1024 * 1024);
   o.buckets.overlap = d.overlap;
+  o.shard_optimizer = d.shard_optimizer;
 }
 
 }  // namespace tscli

@@ -52,6 +52,11 @@ AllReduceStats all_reduce_stats(const Session& s);
 
 // "arena X MiB (naive Y MiB), state Z MiB, donated N state outputs"
 std::string train_memory_summary(const Session& s);
+// With a sharded optimizer (Session::shards_optimizer()), the state each
+// rank holds against the whole, e.g. "--shard-optimizer: state per rank
+// 9.1 / 4.6 MiB (unsharded 13.7 MiB each)"; "" otherwise. A collective:
+// every rank calls it, rank 0 gets the line.
+std::string shard_memory_summary(const Session& s);
 // Where train_step's planned live bytes peak: the node, the live total and
 // the largest values live there, one per line.
 std::string train_memory_peak(const Session& s);

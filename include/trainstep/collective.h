@@ -39,14 +39,27 @@ class Collective {
   // the request; starting one allocates nothing.
   virtual Request all_reduce(void* buf, size_t count, DType dtype, ReduceOp op,
                              const char* what) = 0;
+  // Starts a reduce-scatter of `buf`, in place, as NCCL's in-place
+  // ncclReduceScatter does: `buf` holds size() chunks, chunk k `counts[k]`
+  // elements long (k = 0, 1, ... in order), and this rank's chunk of the
+  // reduction over the ranks lands in its own place (after chunks 0 ..
+  // rank()-1); the other chunks are left undefined. `counts` has size()
+  // entries, equal on every rank, and must outlive the request; NCCL's
+  // equal-count form is the case of equal entries.
+  virtual Request reduce_scatter(void* buf, const size_t* counts, DType dtype, ReduceOp op,
+                                 const char* what) = 0;
+  // Starts an all-gather in place: each rank's chunk of `buf` (laid out as
+  // for reduce_scatter) lands in the same place in every rank's `buf`.
+  virtual Request all_gather(void* buf, const size_t* counts, DType dtype, const char* what) = 0;
   // Blocks until the request has completed. Throws CollectiveError naming
   // `what` and the ranks that did not answer when it takes longer than the
   // timeout.
   virtual void wait(Request r) = 0;
   // Blocking: rank `root`'s `bytes` at `buf` land in every rank's `buf`.
   virtual void broadcast(void* buf, size_t bytes, int root, const char* what) = 0;
-  // Seconds spent inside reductions started by all_reduce (summed over
-  // requests) since the last reset, for profiles: the part the caller did
+  // Seconds spent inside the collectives started by all_reduce,
+  // reduce_scatter and all_gather (summed over requests) since the last
+  // reset, for profiles: the part the caller did
   // not wait for was hidden behind its own work.
   virtual double reduce_seconds() const = 0;
   virtual void reset_reduce_seconds() = 0;

@@ -67,6 +67,12 @@ struct SessionOptions {
   // from train_step at its gradients. An artifact with them has them anyway.
   bool grad_steps = false;
   BucketOptions buckets;  // how train_step groups the gradients it reduces
+  // Data-parallel only (ZeRO stage 1): each rank updates a share of the
+  // parameters and holds only their optimizer state; gradients are
+  // reduce-scattered to the ranks that update them and the new parameters
+  // all-gathered (docs/distributed.md). A sharded session's
+  // save_checkpoint must be called on every rank.
+  bool shard_optimizer = false;
 };
 
 }  // namespace ts

@@ -38,6 +38,7 @@ class ComputeDevice;
 class StateStore;
 class GradAccumulator;
 class NonFinitePolicy;
+struct ShardPlan;
 struct NodeTime;
 enum class StepKind : int;
 
@@ -73,10 +74,18 @@ class Session {
   std::vector<TensorType> target_types() const;
   TensorType target_type() const;
 
-  // State: parameters, buffers and optimizer state, by name.
+  // State: parameters, buffers and optimizer state, by name: all of it, or
+  // with SessionOptions::shard_optimizer, what this rank holds (the
+  // parameters, the buffers and its share of the optimizer state; another
+  // rank's share fails, naming that rank).
   std::vector<std::string> state_names() const;
   const Tensor& state(const std::string& name) const;
   void set_state(const std::string& name, const Tensor& value);  // copies; checks the type
+  // Bytes of state this session holds (all of it, or this rank's share).
+  size_t state_bytes() const;
+  bool shards_optimizer() const;
+  // How this rank's share was dealt, for the run's log ("" unsharded).
+  std::string shard_description() const;
   void reset_state();  // back to the artifact's initial state
 
   // Runtime inputs of the step: learning rate, RNG seed, global step (the
@@ -161,7 +170,8 @@ class Session {
   int rank() const { return opts_.collective ? opts_.collective->rank() : 0; }
   int world_size() const { return opts_.collective ? opts_.collective->size() : 1; }
   // Every rank takes rank `root`'s state, step, seed and LR (as DDP does at
-  // construction), so the replicas start equal whatever each loaded.
+  // construction), so the replicas start equal whatever each loaded. A
+  // sharded optimizer's state stays each holder's own.
   void broadcast_state(int root = 0);
   // Throws ts::Error unless every rank holds the same parameters and
   // optimizer state, bit for bit (a hash compared over the ranks; ts::train
@@ -193,7 +203,9 @@ class Session {
   // metadata (trainstep/checkpoint.h): the session's step, seed, LR and
   // skipped steps, where a training run stands (`run`, as ts::train writes
   // it), and the caller's own `extra` keys. Written atomically (temp file,
-  // fsync, rename).
+  // fsync, rename). A session that shards the optimizer (shards_optimizer())
+  // writes the whole state too: every rank must call it (the others send
+  // rank 0 their optimizer state), and only rank 0 writes the file.
   void save_checkpoint(const std::string& path,
                        const std::optional<RunPosition>& run = std::nullopt,
                        const std::map<std::string, std::string>& extra = {}) const;
@@ -215,6 +227,8 @@ class Session {
   // After a step ran: its new state checked (as on_nonfinite says) and
   // kept, or the step dropped; the step counter advances either way.
   void keep_state(BoundStep& b, bool with_loss);
+  // Fails, naming the holder, for another rank's share of the optimizer state.
+  void check_held(const std::string& name) const;
   // Writes lr_ into the LR input, in its dtype (float32 or float64).
   void set_lr_input();
   void report_step(double seconds, double loss);
@@ -227,6 +241,7 @@ class Session {
   std::unique_ptr<StateStore> state_;          // parameters, buffers, optimizer state
   std::unique_ptr<GradAccumulator> grads_;     // grad_step's sums (empty without)
   std::unique_ptr<NonFinitePolicy> nonfinite_;
+  std::unique_ptr<ShardPlan> shard_;           // who holds what (shard_optimizer), or null
   std::map<StepKind, std::unique_ptr<BoundStep>> steps_;
   HostTensor lr_t_, seed_t_, step_t_, eval_offset_t_;  // the steps' scalar inputs
   double lr_ = 0;

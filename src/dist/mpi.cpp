@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -93,13 +94,22 @@ class MpiCollective final : public Collective {
   int size() const override { return size_; }
 
   Request all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, const char* what) override {
-    return submit({Job::Reduce, buf, count, dtype, op, 0, what, 0});
+    return submit({Job::Reduce, buf, count, dtype, op, 0, what, 0, nullptr});
+  }
+
+  Request reduce_scatter(void* buf, const size_t* counts, DType dtype, ReduceOp op,
+                         const char* what) override {
+    return submit({Job::ReduceScatter, buf, 0, dtype, op, 0, what, 0, counts});
+  }
+
+  Request all_gather(void* buf, const size_t* counts, DType dtype, const char* what) override {
+    return submit({Job::AllGather, buf, 0, dtype, ReduceOp::Sum, 0, what, 0, counts});
   }
 
   void broadcast(void* buf, size_t bytes, int root, const char* what) override {
     if (root < 0 || root >= size_) fail(std::string(what) + ": broadcast from rank " +
                                         std::to_string(root) + " of " + std::to_string(size_));
-    wait(submit({Job::Bcast, buf, bytes, DType::U8, ReduceOp::Sum, root, what, 0}));
+    wait(submit({Job::Bcast, buf, bytes, DType::U8, ReduceOp::Sum, root, what, 0, nullptr}));
   }
 
   void wait(Request r) override {
@@ -134,7 +144,7 @@ class MpiCollective final : public Collective {
 
  private:
   struct Job {
-    enum Kind { Reduce, Bcast } kind;
+    enum Kind { Reduce, Bcast, ReduceScatter, AllGather } kind;
     void* buf;
     size_t count;
     DType dtype;
@@ -142,6 +152,7 @@ class MpiCollective final : public Collective {
     int root;
     const char* what;
     Request id;
+    const size_t* counts;  // per rank (ReduceScatter, AllGather)
   };
 
   Request submit(Job j) {
@@ -190,6 +201,8 @@ class MpiCollective final : public Collective {
       arrived_.assign(static_cast<size_t>(size_), -1);
       heard_.assign(static_cast<size_t>(size_), clock_type::time_point::min());
       sends_.reserve(kRing);
+      counts_.assign(static_cast<size_t>(size_), 0);
+      displs_.assign(static_cast<size_t>(size_), 0);
     }
     {
       std::lock_guard<std::mutex> l(m_);
@@ -231,18 +244,47 @@ class MpiCollective final : public Collective {
     announce(j.id);
     const auto t0 = clock_type::now();
     MPI_Request req;
-    int rc = j.kind == Job::Reduce
-                 ? MPI_Iallreduce(MPI_IN_PLACE, j.buf, static_cast<int>(j.count),
-                                  mpi_type(j.dtype), mpi_op(j.op), world_, &req)
-                 : MPI_Ibcast(j.buf, static_cast<int>(j.count), MPI_BYTE, j.root, world_, &req);
+    int rc = start(j, &req);
     if (rc == MPI_SUCCESS) rc = drive(req, j.id);
-    if (j.kind == Job::Reduce)
+    // MPI's in-place reduce-scatter leaves this rank's chunk at the start
+    // of the buffer; the interface (NCCL's) has it in its own place.
+    if (rc == MPI_SUCCESS && j.kind == Job::ReduceScatter && rank_ > 0) {
+      const size_t el = dtype_size(j.dtype);
+      char* b = static_cast<char*>(j.buf);
+      std::memmove(b + size_t(displs_[size_t(rank_)]) * el, b, size_t(counts_[size_t(rank_)]) * el);
+    }
+    if (j.kind != Job::Bcast)
       reduce_seconds_ = reduce_seconds_.load() +
                         std::chrono::duration<double>(clock_type::now() - t0).count();
     if (rc != MPI_SUCCESS)
       return std::string(j.what) + ": MPI failed (rank " + std::to_string(rank_) + "): " +
              mpi_error(rc);
     return "";
+  }
+
+  int start(const Job& j, MPI_Request* req) {
+    if (j.counts) {  // counts_ and displs_ stay put until the request completes
+      int at = 0;
+      for (size_t k = 0; k < counts_.size(); ++k) {
+        counts_[k] = static_cast<int>(j.counts[k]);
+        displs_[k] = at;
+        at += counts_[k];
+      }
+    }
+    switch (j.kind) {
+      case Job::Reduce:
+        return MPI_Iallreduce(MPI_IN_PLACE, j.buf, static_cast<int>(j.count), mpi_type(j.dtype),
+                              mpi_op(j.op), world_, req);
+      case Job::ReduceScatter:
+        return MPI_Ireduce_scatter(MPI_IN_PLACE, j.buf, counts_.data(), mpi_type(j.dtype),
+                                   mpi_op(j.op), world_, req);
+      case Job::AllGather:
+        return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, j.buf, counts_.data(),
+                               displs_.data(), mpi_type(j.dtype), world_, req);
+      case Job::Bcast:
+        return MPI_Ibcast(j.buf, static_cast<int>(j.count), MPI_BYTE, j.root, world_, req);
+    }
+    return MPI_ERR_OTHER;
   }
 
   // Between heartbeats while a collective is driven.
@@ -341,6 +383,7 @@ class MpiCollective final : public Collective {
   std::atomic<bool> halt_{false};  // abort(): the MPI thread makes no more calls
   std::atomic<bool> halted_{false};
   std::vector<Send> sends_;       // MPI thread only
+  std::vector<int> counts_, displs_;  // the running job's chunks (MPI thread only)
   std::atomic<double> reduce_seconds_{0};
   MPI_Comm world_ = MPI_COMM_NULL, arrivals_ = MPI_COMM_NULL;
 };

@@ -58,6 +58,20 @@ std::string train_memory_summary(const Session& s) {
   return memory_summary(s.train_executor().plan(), state_bytes);
 }
 
+std::string shard_memory_summary(const Session& s) {
+  if (!s.shards_optimizer()) return "";
+  std::vector<double> held(size_t(s.world_size()), 0.0);
+  held[size_t(s.rank())] = double(s.state_bytes());
+  s.collective()->all_reduce_now(held.data(), held.size(), DType::F64, ReduceOp::Sum,
+                                 "the state each rank holds");
+  size_t whole = 0;
+  for (const auto& st : s.program().state) whole += st.type.nbytes();
+  std::string r = "--shard-optimizer: state per rank";
+  for (size_t k = 0; k < held.size(); ++k)
+    r += (k ? " / " : " ") + bytes_str(size_t(held[k]));
+  return r + " (unsharded " + bytes_str(whole) + " each)";
+}
+
 std::string train_memory_peak(const Session& s) {
   return memory_peak_report(s.train_executor().function(), s.train_executor().plan());
 }

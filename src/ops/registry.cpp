@@ -22,7 +22,7 @@ void register_random_ops(OpRegistry&);
 void register_fused_ops(OpRegistry&);
 void register_pad_ops(OpRegistry&);
 void register_repeat_ops(OpRegistry&);
-void register_all_reduce_ops(OpRegistry&);
+void register_collective_ops(OpRegistry&);
 
 const OpRegistry& OpRegistry::get() {
   static const OpRegistry reg = [] {
@@ -45,7 +45,7 @@ const OpRegistry& OpRegistry::get() {
     register_fused_ops(r);
     register_pad_ops(r);
     register_repeat_ops(r);
-    register_all_reduce_ops(r);
+    register_collective_ops(r);
     return r;
   }();
   return reg;

@@ -49,9 +49,14 @@ void copy_body(const Function& src, Function& dst, std::vector<int>& map,
 
 }  // namespace
 
-Function data_parallel_step(const Function& grad, const Function& apply, const BucketOptions& o,
-                            const std::string& what) {
+Function data_parallel_step(const Function& grad, const Function& full_apply,
+                            const BucketOptions& o, const std::string& what,
+                            const ShardPlan* shard, int rank) {
   const std::string where = what + ": the data-parallel step";
+  const Function sharded = shard ? shard_apply(full_apply, *shard, rank, o, what) : Function();
+  const Function& apply = shard ? sharded : full_apply;
+  // Each rank gets only the gradients it updates with.
+  const bool scatter = shard && shard->reads_all_grads.empty();
   Function f;
   f.name = "train_step";
   // grad_step's inputs as they are; apply_step's join them by role (and
@@ -102,26 +107,43 @@ Function data_parallel_step(const Function& grad, const Function& apply, const B
   std::vector<Node> waits;
   std::map<std::string, int> reduced;  // param -> averaged gradient value in f
   for (size_t b = 0; b < buckets.size(); ++b) {
-    const std::string name = "all_reduce_" + std::to_string(b);
+    const std::string name = (scatter ? "reduce_scatter_" : "all_reduce_") + std::to_string(b);
+    std::vector<std::string>& params = buckets[b].params;
+    json counts = json::array();
+    if (scatter) {  // each rank's chunk: the gradients it updates with
+      auto by_owner = [&](const std::string& a, const std::string& c) {
+        return shard->owner(a) < shard->owner(c);
+      };
+      std::stable_sort(params.begin(), params.end(), by_owner);
+      std::vector<int64_t> n(size_t(shard->ranks), 0);
+      for (const std::string& p : params)
+        n[size_t(shard->owner(p))] += grad_out.at(p)->type.numel();
+      for (int64_t c : n) counts.push_back(c);
+    }
     Node s, w;
     s.name = name + "/start";
-    s.op = "trainstep.all_reduce_start";
+    s.op = scatter ? "trainstep.reduce_scatter_start" : "trainstep.all_reduce_start";
     s.attrs = json::object();
     s.attrs["overlap"] = o.overlap;
     w.name = name + "/wait";
-    w.op = "trainstep.all_reduce_wait";
+    w.op = scatter ? "trainstep.reduce_scatter_wait" : "trainstep.all_reduce_wait";
     w.attrs = json::object();
     w.attrs["shapes"] = json::array();
+    if (scatter) {
+      s.attrs["counts"] = w.attrs["counts"] = counts;
+      s.attrs["rank"] = w.attrs["rank"] = rank;
+    }
     int after = -1;
     int64_t numel = 0;
     DType dt = DType::F32;
-    for (const std::string& param : buckets[b].params) {
+    for (const std::string& param : params) {
       const Port* p = grad_out.at(param);
       const int v = gmap[p->value];
       s.inputs.push_back(v);
       after = std::max(after, made_at[v]);
       numel += p->type.numel();
       dt = p->type.dtype;
+      if (scatter && shard->owner(param) != rank) continue;
       w.attrs["shapes"].push_back(p->type.shape);
       const int r = add_value(f, "grad_avg/" + param, p->type);
       w.outputs.push_back(r);
@@ -134,7 +156,7 @@ Function data_parallel_step(const Function& grad, const Function& apply, const B
     s.declared = {f.value_types[bucket], f.value_types[req]};
     w.inputs = {bucket, req};
     starts.emplace_back(after, std::move(s));
-    waits.push_back(std::move(w));
+    waits.push_back(std::move(w));  // even with no outputs: it keeps the bucket alive
   }
   // Insert the starts (stable: in bucket order at equal positions).
   std::vector<Node> nodes;
@@ -167,6 +189,7 @@ Function data_parallel_step(const Function& grad, const Function& apply, const B
     q.value = amap[p.value];
     f.outputs.push_back(q);
   }
+  if (shard) chain_collectives(f);
   try {
     compact(f);  // producers, and every type checked again
   } catch (const Error& e) {

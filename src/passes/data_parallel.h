@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "passes/shard_optimizer.h"
 #include "trainstep/collective.h"
 
 namespace ts {
@@ -32,8 +33,12 @@ struct GradBucket {
 // The buckets for grad_step's gradients (exposed for tests and `inspect`).
 std::vector<GradBucket> grad_buckets(const Function& grad, const BucketOptions& o);
 
-// `what` names the artifact in errors.
+// `what` names the artifact in errors. With a shard plan, the step is rank
+// `rank`'s: its update is shard_apply's, and the gradients are
+// reduce-scattered to the ranks that update them (all-reduced where
+// plan->reads_all_grads).
 Function data_parallel_step(const Function& grad, const Function& apply, const BucketOptions& o,
-                            const std::string& what);
+                            const std::string& what, const ShardPlan* shard = nullptr,
+                            int rank = 0);
 
 }  // namespace ts

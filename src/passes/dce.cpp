@@ -1,6 +1,8 @@
 // Dead code elimination: one backward sweep. Every op is pure (state flows
-// through the signature), so a node nobody reads can go.
+// through the signature), so a node nobody reads can go; collectives are
+// not (every rank must run each one), so they stay.
 #include "ir/rewrite.h"
+#include "ops/op.h"
 #include "passes/cleanup.h"
 
 namespace ts {
@@ -15,7 +17,7 @@ void dce(Function& f) {
       if (v >= 0 && live[v]) any = true;
       else v = -1;  // nobody reads it: the kernel may skip it
     }
-    if (!any) {
+    if (!any && def_of(n).comm == CommRole::None) {
       n.dead = true;
       continue;
     }

@@ -13,16 +13,15 @@
 
 namespace ts {
 
-// Every state tensor under its state name, plus each tied weight's second
-// state_dict name (so model.load_state_dict takes it), written atomically.
+// Every state tensor of `p` under its state name, plus each tied weight's
+// second state_dict name (so model.load_state_dict takes it), written
+// atomically. `state` holds each one by name.
 void write_checkpoint(const std::string& path, const std::map<std::string, std::string>& metadata,
-                      const Program& p, const std::vector<std::string>& names,
-                      const std::map<std::string, HostTensor>& state);
+                      const Program& p, const std::map<std::string, const Tensor*>& state);
 
 // Fails naming `path` unless `ck` holds exactly the program's state tensors
-// (and its aliases), each of the session's type.
+// (and its aliases), each of the program's type.
 void check_checkpoint_fits(const SafeTensors& ck, const CheckpointMeta& m, const Program& p,
-                           const std::map<std::string, HostTensor>& state,
                            const std::string& path);
 
 }  // namespace ts

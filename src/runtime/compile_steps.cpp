@@ -79,23 +79,9 @@ CompiledSteps compile_steps(const Artifact& a, const SessionOptions& o, const Ta
       if (out.type.dtype == DType::BF16 && (out.role == Role::Loss || out.role == Role::SampleLoss ||
                                             out.role == Role::BatchLoss || out.role == Role::Grad))
         fail(path + ": function '" + fname + "': output '" + out.name + "' is bfloat16" + kBf16Fix);
-  size_t state_bytes = 0;
-  for (const auto& s : p.state) state_bytes += s.type.nbytes();
-  if (state_bytes > limit)
-    fail(path + ": the state needs " + bytes_str(state_bytes) + ", more than " + limit_text);
-  for (const auto& [fname, f] : p.functions)
-    for (size_t v = 0; v < f.value_types.size(); ++v)
-      if (f.value_types[v].nbytes() > limit) {
-        const int at = f.producer[v];
-        fail(path + ": function '" + fname + "': value '" + f.value_names[v] + "'" +
-             (at >= 0 ? " (node '" + f.nodes[at].name + "', " + f.nodes[at].op + ")" : "") +
-             " is " + f.value_types[v].str() + ", " + bytes_str(f.value_types[v].nbytes()) +
-             ", more than " + limit_text);
-      }
-
   CompiledSteps r;
-  r.lr_dtype = lr_dtype(p, path);
   const bool parallel = o.collective && o.collective->size() > 1;
+  const int rank = parallel ? o.collective->rank() : 0;
   // grad_step and apply_step: the artifact's (export --grads), or cut from
   // train_step where a run needs them (data-parallel, accumulation).
   const bool exported = p.functions.count("grad_step") > 0;
@@ -109,6 +95,25 @@ CompiledSteps compile_steps(const Artifact& a, const SessionOptions& o, const Ta
     auto it = p.functions.find(step_function_name(k));
     return it == p.functions.end() ? nullptr : &it->second;
   };
+  if (o.shard_optimizer && parallel)
+    r.shard = plan_shards(*function(StepKind::Apply), o.collective->size(), path);
+
+  size_t state_bytes = 0;
+  for (const auto& s : p.state)
+    if (!r.shard || r.shard->holds(s.name, rank)) state_bytes += s.type.nbytes();
+  if (state_bytes > limit)
+    fail(path + ": the state needs " + bytes_str(state_bytes) + ", more than " + limit_text);
+  for (const auto& [fname, f] : p.functions)
+    for (size_t v = 0; v < f.value_types.size(); ++v)
+      if (f.value_types[v].nbytes() > limit) {
+        const int at = f.producer[v];
+        fail(path + ": function '" + fname + "': value '" + f.value_names[v] + "'" +
+             (at >= 0 ? " (node '" + f.nodes[at].name + "', " + f.nodes[at].op + ")" : "") +
+             " is " + f.value_types[v].str() + ", " + bytes_str(f.value_types[v].nbytes()) +
+             ", more than " + limit_text);
+      }
+
+  r.lr_dtype = lr_dtype(p, path);
   for (StepKind k : kStepKinds) {
     const Function* src = function(k);
     if (!src) continue;
@@ -117,9 +122,13 @@ CompiledSteps compile_steps(const Artifact& a, const SessionOptions& o, const Ta
     if ((k == StepKind::Grad || k == StepKind::Apply) &&
         (!t.grad_steps || (split && !o.grad_steps)))
       continue;
+    const ShardPlan* shard = r.shard ? &*r.shard : nullptr;
     auto f = k == StepKind::Train && parallel
-                 ? std::make_unique<Function>(data_parallel_step(
-                       *function(StepKind::Grad), *function(StepKind::Apply), o.buckets, path))
+                 ? std::make_unique<Function>(data_parallel_step(*function(StepKind::Grad),
+                                                                 *function(StepKind::Apply),
+                                                                 o.buckets, path, shard, rank))
+             : k == StepKind::Apply && shard
+                 ? std::make_unique<Function>(shard_apply(*src, *shard, rank, o.buckets, path))
                  : std::make_unique<Function>(*src);
     optimize(*f, o.compile, t);
     r.steps.push_back({k, std::move(f), {}});

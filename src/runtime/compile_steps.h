@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "passes/shard_optimizer.h"
 #include "passes/target.h"
 #include "runtime/artifact.h"
 #include "runtime/bound_step.h"
@@ -32,10 +35,15 @@ struct CompiledSteps {
   std::vector<CompiledStep> steps;  // in kStepKinds order, those the artifact has
   DType lr_dtype = DType::F32;      // the steps' LR input (float32, or float64)
   const Function* grad_step = nullptr;  // among steps, or null
+  // SessionOptions::shard_optimizer over several ranks: who updates and
+  // holds what. The steps are this rank's (they read and write only the
+  // optimizer state it holds).
+  std::optional<ShardPlan> shard;
 };
 
 // The step functions of `a` as target t runs them. With several ranks the
-// train step is grad_step + all-reduce + apply_step. Fails naming the
+// train step is grad_step + all-reduce + apply_step (or, sharding the
+// optimizer, + reduce-scatter + this rank's update + all-gather). Fails naming the
 // artifact, the function and the value when something does not fit
 // o.max_memory (or the machine's memory), with the state's size counted in.
 CompiledSteps compile_steps(const Artifact& a, const SessionOptions& o, const Target& t);

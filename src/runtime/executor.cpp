@@ -35,7 +35,8 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* 
     s.kernel = make_kernel(*n.def, kctx);
     // A node nobody reads (kept without cleanup) is made, so it is
     // validated, but never run: kernels need not handle all outputs null.
-    if (!s.io.any_live) continue;
+    // A collective runs anyway: every rank must take part in each one.
+    if (!s.io.any_live && n.def->comm == CommRole::None) continue;
     times_.push_back({&n, 0});
     steps_.push_back(std::move(s));
   }

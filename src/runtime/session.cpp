@@ -5,11 +5,13 @@
 #include "trainstep/session.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "dist/replicas.h"
 #include "io/safetensors.h"
 #include "runtime/bound_step.h"
 #include "runtime/checkpoint_file.h"
+#include "passes/shard_optimizer.h"
 #include "runtime/compile_steps.h"
 #include "runtime/grad_accumulator.h"
 #include "runtime/nonfinite_policy.h"
@@ -49,7 +51,11 @@ Session::Session(std::shared_ptr<const Artifact> a, SessionOptions o)
   CompiledSteps compiled = compile_steps(*artifact_, o, *target_);
 
   device_ = open_device(o.device, o.threads, o.collective.get());
-  state_ = std::make_unique<StateStore>(p, *device_, target_->host_memory);
+  if (compiled.shard) shard_ = std::make_unique<ShardPlan>(std::move(*compiled.shard));
+  const int r = rank();
+  state_ = std::make_unique<StateStore>(
+      p, *device_, target_->host_memory,
+      [&](const std::string& s) { return !shard_ || shard_->holds(s, r); });
   grads_ = std::make_unique<GradAccumulator>(compiled.grad_step);
   nonfinite_ = std::make_unique<NonFinitePolicy>(o.on_nonfinite);
   reset_state();
@@ -107,8 +113,38 @@ std::vector<TensorType> Session::target_types() const {
   return r;
 }
 
-const Tensor& Session::state(const std::string& name) const { return state_->get(name); }
-void Session::set_state(const std::string& name, const Tensor& v) { state_->set(name, v); }
+void Session::check_held(const std::string& name) const {
+  if (!shard_ || state_->has(name)) return;
+  auto it = shard_->state_owner.find(name);
+  if (it != shard_->state_owner.end())
+    fail("state '" + name + "' is optimizer state that rank " + std::to_string(it->second) +
+         " holds (--shard-optimizer); this is rank " + std::to_string(rank()));
+}
+
+const Tensor& Session::state(const std::string& name) const {
+  check_held(name);
+  return state_->get(name);
+}
+void Session::set_state(const std::string& name, const Tensor& v) {
+  check_held(name);
+  state_->set(name, v);
+}
+
+bool Session::shards_optimizer() const { return shard_ != nullptr; }
+
+std::string Session::shard_description() const {
+  if (!shard_) return "";
+  size_t mine = 0;
+  for (const auto& [param, rank] : shard_->param_owner) mine += rank == this->rank();
+  std::string r = "optimizer sharded (ZeRO-1): rank " + std::to_string(rank()) + " updates " +
+                  std::to_string(mine) + " of " + std::to_string(shard_->param_owner.size()) +
+                  " parameters; gradients ";
+  return r + (shard_->reads_all_grads.empty()
+                  ? "reduce-scattered, parameters all-gathered"
+                  : "all-reduced, as " + shard_->reads_all_grads + "; parameters all-gathered");
+}
+
+size_t Session::state_bytes() const { return state_->bytes(); }
 
 void Session::reset_state() {
   for (const auto& n : state_->names()) set_state(n, artifact_->tensor("state/" + n).view);
@@ -133,9 +169,16 @@ float Session::train_step(const std::vector<Tensor>& inputs, const std::vector<T
 
 void Session::keep_state(BoundStep& b, bool with_loss) {
   // "": no allocation
-  const std::string bad = nonfinite_->checks()
+  std::string bad = nonfinite_->checks()
       ? b.find_nonfinite(with_loss, b.state_out(), program(), opts_.threads)
       : std::string();
+  // Sharded, each rank checks only its share of the optimizer state; every
+  // rank skips a step, or none, so the replicas stay equal.
+  if (shard_ && opts_.on_nonfinite == NonFinite::Skip) {
+    const int64_t at = collective()->max(bad.empty() ? -1 : rank(), "the skipped-step agreement");
+    if (bad.empty() && at >= 0)
+      bad = "rank " + std::to_string(at) + "'s share of the optimizer state is not finite";
+  }
   if (bad.empty()) b.commit_state();
   else nonfinite_->step_failed(bad, step_);  // throws in Stop mode
   ++step_;  // the batch is consumed either way
@@ -267,8 +310,11 @@ void Session::apply_grads() {
 void Session::broadcast_state(int root) {
   Collective* c = collective();
   if (!c || c->size() == 1) return;
+  // A sharded optimizer's state is its holder's alone (each rank read the
+  // same checkpoint or artifact).
   std::vector<Tensor*> tensors;
-  for (const auto& n : state_->names()) tensors.push_back(&state_->host().at(n).view);
+  for (const auto& n : state_->names())
+    if (!shard_ || !shard_->state_owner.count(n)) tensors.push_back(&state_->host().at(n).view);
   ReplicaCounters k{step_, seed_, nonfinite_->skipped(), lr_};
   broadcast_replica(*c, root, tensors, k);
   step_ = k.step;
@@ -283,7 +329,8 @@ void Session::check_state_replicated() const {
   // Buffers (BatchNorm's running statistics) are each rank's own.
   std::vector<const Tensor*> compared;
   for (const auto& s : program().state)
-    if (s.kind != "buffer") compared.push_back(&state_->get(s.name));
+    if (s.kind != "buffer" && (!shard_ || !shard_->state_owner.count(s.name)))
+      compared.push_back(&state_->get(s.name));
   check_replicated(*c, compared, step_);
 }
 
@@ -380,7 +427,25 @@ void Session::save_checkpoint(const std::string& path, const std::optional<RunPo
   m.run = run;
   m.extra = extra;
   state_->sync_host();
-  write_checkpoint(path, checkpoint_metadata(m), program(), state_->names(), state_->host());
+  std::map<std::string, const Tensor*> all;
+  for (const auto& n : state_->names()) all[n] = &state_->host().at(n).view;
+  // Sharded: rank 0 writes the whole state, the optimizer state of the
+  // other ranks sent to it one tensor at a time (ZeroRedundancyOptimizer's
+  // consolidate_state_dict does the same).
+  std::map<std::string, HostTensor> others;
+  if (shard_) {
+    for (const auto& s : program().state) {  // the same order on every rank
+      auto it = shard_->state_owner.find(s.name);
+      if (it == shard_->state_owner.end() || it->second == 0) continue;
+      HostTensor t(s.type.dtype, s.type.shape);
+      if (rank() == it->second) std::memcpy(t.view.data, all.at(s.name)->data, t.view.nbytes());
+      collective()->broadcast(t.view.data, t.view.nbytes(), it->second,
+                              "gathering the optimizer state for a checkpoint");
+      if (rank() == 0) all[s.name] = &others.emplace(s.name, std::move(t)).first->second.view;
+    }
+    if (rank() != 0) return;
+  }
+  write_checkpoint(path, checkpoint_metadata(m), program(), all);
 }
 
 CheckpointMeta Session::load_checkpoint(const std::string& path) {
@@ -391,7 +456,7 @@ CheckpointMeta Session::load_checkpoint(const std::string& path, SafeTensors ck)
   // Check everything before changing anything, so a bad file leaves the
   // session as it was.
   CheckpointMeta m = parse_checkpoint_metadata(ck.metadata, path);
-  check_checkpoint_fits(ck, m, program(), state_->host(), path);
+  check_checkpoint_fits(ck, m, program(), path);
   for (const auto& n : state_->names()) set_state(n, ck.find(n)->view);
   micro_ = 0;
   nonfinite_->set_pending(false);

@@ -4,11 +4,15 @@
 
 namespace ts {
 
-StateStore::StateStore(const Program& p, ComputeDevice& device, bool host_memory)
+StateStore::StateStore(const Program& p, ComputeDevice& device, bool host_memory,
+                       const std::function<bool(const std::string&)>& holds)
     : device_(device), host_memory_(host_memory) {
   size_t device_bytes = 0;
   std::vector<size_t> offsets;
+  std::vector<const StateSpec*> kept;
   for (const auto& s : p.state) {
+    if (holds && !holds(s.name)) continue;
+    kept.push_back(&s);
     names_.push_back(s.name);
     host_.emplace(s.name, HostTensor(s.type.dtype, s.type.shape));
     bytes_ += s.type.nbytes();
@@ -16,8 +20,8 @@ StateStore::StateStore(const Program& p, ComputeDevice& device, bool host_memory
     device_bytes += (s.type.nbytes() + 255) / 256 * 256;
   }
   if (!host_memory_) device_buf_ = device_.alloc(device_bytes);
-  for (size_t i = 0; i < p.state.size(); ++i) {
-    const std::string& n = p.state[i].name;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const std::string& n = kept[i]->name;
     device_ptr_[n] = host_memory_ ? host_.at(n).view.data
                                   : static_cast<char*>(device_buf_.get()) + offsets[i];
   }

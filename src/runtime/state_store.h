@@ -5,6 +5,7 @@
 // device state and nothing is copied; elsewhere the host copy is read back
 // when a step has renewed the device state since.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,7 +18,10 @@ namespace ts {
 
 class StateStore {
  public:
-  StateStore(const Program& p, ComputeDevice& device, bool host_memory);
+  // `holds`: which of p's state tensors this store keeps (a sharded
+  // optimizer's rank keeps only its own optimizer state); empty: all.
+  StateStore(const Program& p, ComputeDevice& device, bool host_memory,
+             const std::function<bool(const std::string&)>& holds = {});
 
   const std::vector<std::string>& names() const { return names_; }
   bool has(const std::string& name) const { return host_.count(name) != 0; }

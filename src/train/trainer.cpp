@@ -383,7 +383,9 @@ class Run {
     s_.check_state_replicated();  // data-parallel: every rank's state is rank 0's
     loss_sum_ = 0;
     loss_count_ = 0;
-    if (!o_.save.empty() && s_.rank() == 0) s_.save_checkpoint(o_.save, position(e + 1, 0));
+    // A sharded optimizer's ranks all take part; rank 0 writes.
+    if (!o_.save.empty() && (s_.rank() == 0 || s_.shards_optimizer()))
+      s_.save_checkpoint(o_.save, position(e + 1, 0));
     ob_.on_epoch(rep);
     return stop_requested() && stop(e + 1, 0, result);
   }
@@ -411,7 +413,10 @@ class Run {
     const Position here{s_.step(), epochs_done, batch};
     if (!(here < written_) && !(written_ < here)) return path;  // already written
     written_ = here;
-    if (s_.rank() != 0) return path;  // rank 0 writes for all
+    if (s_.rank() != 0) {  // rank 0 writes for all (the others send their shards)
+      if (s_.shards_optimizer()) s_.save_checkpoint(path, position(epochs_done, batch));
+      return path;
+    }
     make_checkpoint_dir(dir_);
     s_.save_checkpoint(path, position(epochs_done, batch));
     prune_checkpoints(dir_, o_.keep);

@@ -66,6 +66,14 @@ class TwinRank : public ts::Collective {
     log.push_back("wait " + std::to_string(r));
     for (size_t i = 0; i < pending[r].second; ++i) pending[r].first[i] *= 2;
   }
+  Request reduce_scatter(void*, const size_t*, ts::DType, ts::ReduceOp, const char*) override {
+    ADD_FAILURE() << "unsharded steps do not reduce-scatter";
+    return 0;
+  }
+  Request all_gather(void*, const size_t*, ts::DType, const char*) override {
+    ADD_FAILURE() << "unsharded steps do not all-gather";
+    return 0;
+  }
   void broadcast(void*, size_t, int, const char*) override {}
   double reduce_seconds() const override { return 0; }
   void reset_reduce_seconds() override {}

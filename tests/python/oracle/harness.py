@@ -371,7 +371,8 @@ def _ref_pool_code(args, attrs):
 
 def _ref_all_reduce_start(args, attrs):
     # One process: the bucket is the gradients flattened end to end, and
-    # there is no request (-1).
+    # there is no request (-1). Attr after: the last input orders it only.
+    args = args[:-1] if attrs.get("after") else args
     return torch.cat([a.flatten() for a in args]), torch.tensor(-1, dtype=torch.int64)
 
 
@@ -386,9 +387,33 @@ def _ref_all_reduce_wait(args, attrs):
     return tuple(out)
 
 
+def _chunk(attrs):
+    """(offset, length) of this rank's chunk of a bucket."""
+    counts, rank = attrs["counts"], attrs["rank"]
+    return sum(counts[:rank]), counts[rank]
+
+
+def _ref_reduce_scatter_wait(args, attrs):
+    at, n = _chunk(attrs)
+    return _ref_all_reduce_wait((args[0][at:at + n],), attrs)
+
+
+def _ref_all_gather_start(args, attrs):
+    # One process: the bucket is this rank's chunk when the others own
+    # nothing in it (the cases' buckets).
+    args = args[:-1] if attrs.get("after") else args
+    dt = getattr(torch, attrs["dtype"]) if not args else args[0].dtype
+    flat = torch.cat([a.flatten() for a in args]) if args else torch.zeros(0, dtype=dt)
+    return flat, torch.tensor(-1, dtype=torch.int64)
+
+
 TRAINSTEP_REFS = {
     "trainstep.all_reduce_start": _ref_all_reduce_start,
     "trainstep.all_reduce_wait": _ref_all_reduce_wait,
+    "trainstep.reduce_scatter_start": _ref_all_reduce_start,
+    "trainstep.reduce_scatter_wait": _ref_reduce_scatter_wait,
+    "trainstep.all_gather_start": _ref_all_gather_start,
+    "trainstep.all_gather_wait": _ref_all_reduce_wait,
     "trainstep.max_pool2d_code": _ref_pool_code,
     "trainstep.constant": _ref_constant,
     "trainstep.matmul": _ref_matmul,
