@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <tuple>
 
 #include "data/batcher.h"
@@ -468,6 +469,12 @@ TrainResult train(Session& s, const Dataset& train_set, const Dataset& test_set,
   if (o.checkpoint_every > 0 && dir.empty())
     fail("--checkpoint-every needs a place for checkpoints: --save or --checkpoint-dir");
   if (o.keep < 1) fail("--keep must be at least 1");
+  // --save's folder is made now: a run must not train for hours and then
+  // find it cannot write its result.
+  if (!o.save.empty() && s.rank() == 0) {
+    const std::string parent = std::filesystem::path(o.save).parent_path().string();
+    if (!parent.empty()) make_checkpoint_dir(parent);
+  }
 
   const Start st = resume(s, o, dir, ob);
   s.broadcast_state(0);  // replicas start equal, as DDP makes them

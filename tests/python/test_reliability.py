@@ -211,3 +211,19 @@ def test_max_memory_names_the_size_needed(mnist_adadelta):
                         p.stderr), p.stderr
     need = int(re.search(r"\((\d+) bytes:", p.stderr).group(1))
     assert "verify: ok" in run("verify", mnist_adadelta, "--max-memory", need).stdout
+
+
+def test_save_makes_its_folder_before_training(mnist_adadelta, small_data, tmp_path):
+    """--save into folders that do not exist yet makes them; one that
+    cannot be made fails before the first step, naming it."""
+    save = tmp_path / "runs" / "today" / "m.ckpt"
+    run("train", mnist_adadelta, "--data", f"idx:{small_data}", "--max-batches", 1,
+        "--save", save)
+    assert save.exists()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    p = run("train", mnist_adadelta, "--data", f"idx:{small_data}", "--max-batches", 1,
+            "--save", blocker / "m.ckpt", check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"trainstep: {blocker}: cannot create the checkpoint folder" in p.stderr, p.stderr
+    assert "epoch 1" not in p.stdout  # not a step was taken
