@@ -255,11 +255,15 @@ std::unique_ptr<Kernel> wait_make(const KernelCtx& k) {
 template <Coll C>
 void add_pair(OpRegistry& r, const char* start_name, const char* start_doc, const char* wait_name,
               const char* wait_doc) {
+  // Gradients and parameters cross the ranks as float32 (or float64):
+  // autocast keeps both in float32.
   OpDef start{start_name, start_doc, &start_infer<C>, &start_make<C>};
   start.comm = CommRole::Start;
+  start.bf16 = Bf16::No;
   r.add(std::move(start));
   OpDef wait{wait_name, wait_doc, &wait_infer<C>, &wait_make<C>};
   wait.comm = CommRole::Wait;
+  wait.bf16 = Bf16::No;
   r.add(std::move(wait));
 }
 

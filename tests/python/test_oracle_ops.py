@@ -52,8 +52,6 @@ def test_every_registered_op_has_oracle_cases():
 
 # Ops that take bfloat16 but need no bfloat16 case of their own, and why.
 BF16_EXEMPT = {
-    "trainstep.all_reduce_start": "gradients cross ranks in float32 (test_distributed.py)",
-    "trainstep.all_reduce_wait": "gradients cross ranks in float32 (test_distributed.py)",
     "trainstep.philox_uniform.default": "draws float32 only; dropout casts its mask",
     "trainstep.philox_normal.default": "draws float32 only",
 }
