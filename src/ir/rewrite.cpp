@@ -80,4 +80,16 @@ void compact(Function& f) {
   verify_function(f, "after a compiler pass");
 }
 
+void copy_nodes(const Function& src, const std::vector<bool>& need, Function& dst,
+                std::vector<int>& map) {
+  for (size_t i = 0; i < src.nodes.size(); ++i) {
+    if (!need[i]) continue;
+    Node m = src.nodes[i];
+    for (int& v : m.inputs) v = v < 0 ? -1 : map[v];
+    for (int& v : m.outputs)
+      if (v >= 0) v = map[v] = add_value(dst, src.value_names[v], src.value_types[v]);
+    dst.nodes.push_back(std::move(m));
+  }
+}
+
 }  // namespace ts

@@ -20,6 +20,12 @@ void replace_uses(Function& f, int from, int to);
 // A new value (for a node a pass creates). Its producer is set by compact().
 int add_value(Function& f, const std::string& name, const TensorType& t);
 
+// Appends the nodes of `src` that `need` marks to `dst`, in src's order:
+// their inputs read through `map` (src value id -> dst id), each output a
+// new value of dst, recorded in `map`.
+void copy_nodes(const Function& src, const std::vector<bool>& need, Function& dst,
+                std::vector<int>& map);
+
 // Drops dead nodes and values nobody defines or reads any more, renumbers
 // value ids, recomputes producers, and re-verifies (types must still hold).
 void compact(Function& f);

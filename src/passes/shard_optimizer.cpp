@@ -193,14 +193,7 @@ Function shard_apply(const Function& apply, const ShardPlan& plan, int rank,
     p.value = map[q.value] = add_value(g, f.value_names[q.value], f.value_types[q.value]);
     g.inputs.push_back(p);
   }
-  for (size_t i = 0; i < f.nodes.size(); ++i) {
-    if (!need[i]) continue;
-    Node m = f.nodes[i];
-    for (int& v : m.inputs) v = v < 0 ? -1 : map[v];
-    for (int& v : m.outputs)
-      if (v >= 0) v = map[v] = add_value(g, f.value_names[v], f.value_types[v]);
-    g.nodes.push_back(std::move(m));
-  }
+  copy_nodes(f, need, g, map);
 
   // All-gather the new parameters, bucket by bucket (in parameter order, one
   // dtype each), each bucket's parameters ordered by the rank that owns them.

@@ -65,14 +65,7 @@ Function build(const Function& f, const std::string& name, const std::vector<boo
     map[v] = q.value;
     g.inputs.push_back(q);
   }
-  for (size_t i = 0; i < f.nodes.size(); ++i) {
-    if (!need[i]) continue;
-    Node m = f.nodes[i];
-    for (int& v : m.inputs) v = v < 0 ? -1 : map[v];
-    for (int& v : m.outputs)
-      if (v >= 0) v = map[v] = add_value(g, f.value_names[v], f.value_types[v]);
-    g.nodes.push_back(std::move(m));
-  }
+  copy_nodes(f, need, g, map);
   for (Port q : outs) {
     q.value = map[q.value];
     g.outputs.push_back(q);

@@ -11,6 +11,7 @@
 
 #include "ir/rewrite.h"
 #include "ir/text.h"
+#include "linear_grad_step.h"
 #include "passes/data_parallel.h"
 #include "passes/schedule.h"
 #include "runtime/executor.h"
@@ -19,19 +20,7 @@
 
 namespace {
 
-// A linear layer: w's gradient is 12 KiB, b's 256 bytes.
-const char* kGrad =
-    "func grad_step(%w: float32[64, 48] {role=state, state=w}, %b: float32[64] {role=state, "
-    "state=b}, %x: float32[32, 48] {role=input}, %t: float32[32, 64] {role=target}) {\n"
-    "  %y0 = trainstep.matmul(%x, %w) {\"trans_a\":false,\"trans_b\":true}\n"
-    "  %y = aten.add.Tensor(%y0, %b) {\"alpha\":1}\n"
-    "  %d = aten.sub.Tensor(%y, %t) {\"alpha\":1}\n"
-    "  %sq = aten.mul.Tensor(%d, %d)\n"
-    "  %loss = aten.sum.default(%sq) {\"dtype\":null}\n"
-    "  %g = aten.add.Tensor(%d, %d) {\"alpha\":1}\n"
-    "  %gw = trainstep.matmul(%g, %x) {\"trans_a\":true,\"trans_b\":false}\n"
-    "  %gb = aten.sum.dim_IntList(%g) {\"dim\":[0],\"dtype\":null,\"keepdim\":false}\n"
-    "  return %loss {role=loss}, %gw {role=grad, state=w}, %gb {role=grad, state=b}\n}\n";
+const char* const kGrad = kLinearGradStep;
 
 const char* kApply =
     "func apply_step(%w: float32[64, 48] {role=state, state=w}, %b: float32[64] {role=state, "
