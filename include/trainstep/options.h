@@ -71,7 +71,8 @@ struct SessionOptions {
   // parameters and holds only their optimizer state; gradients are
   // reduce-scattered to the ranks that update them and the new parameters
   // all-gathered (docs/distributed.md). A sharded session's
-  // save_checkpoint must be called on every rank.
+  // save_checkpoint must be called on every rank. With one rank (or no
+  // collective) there is nothing to share, and it changes nothing.
   bool shard_optimizer = false;
 };
 
