@@ -80,6 +80,20 @@ void compact(Function& f) {
   verify_function(f, "after a compiler pass");
 }
 
+std::vector<bool> values_reaching(const Function& f, const std::vector<int>& roots) {
+  std::vector<bool> seen(f.value_names.size(), false);
+  std::vector<int> todo = roots;
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (v < 0 || seen[v]) continue;
+    seen[v] = true;
+    if (const int n = f.producer[v]; n >= 0)
+      for (int u : f.nodes[n].inputs) todo.push_back(u);
+  }
+  return seen;
+}
+
 void copy_nodes(const Function& src, const std::vector<bool>& need, Function& dst,
                 std::vector<int>& map) {
   for (size_t i = 0; i < src.nodes.size(); ++i) {

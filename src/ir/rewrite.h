@@ -20,6 +20,10 @@ void replace_uses(Function& f, int from, int to);
 // A new value (for a node a pass creates). Its producer is set by compact().
 int add_value(Function& f, const std::string& name, const TensorType& t);
 
+// The values `roots` are computed from, roots included (walking back
+// through producers), by value id.
+std::vector<bool> values_reaching(const Function& f, const std::vector<int>& roots);
+
 // Appends the nodes of `src` that `need` marks to `dst`, in src's order:
 // their inputs read through `map` (src value id -> dst id), each output a
 // new value of dst, recorded in `map`.

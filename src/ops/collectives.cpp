@@ -91,12 +91,12 @@ std::vector<TensorType> start_infer(const NodeCtx& ctx) {
     if (ctx.input(i).dtype != t) ctx.fail("a bucket's tensors must share one dtype");
     n += ctx.input(i).numel();
   }
-  if (C == Coll::ReduceScatter && chunks_of(ctx).total != size_t(n))
-    ctx.fail("attr 'counts' sums to " + std::to_string(chunks_of(ctx).total) +
-             " elements, the bucket holds " + std::to_string(n));
-  if (C == Coll::AllGather) {
+  if (C != Coll::AllReduce) {
     const Chunks c = chunks_of(ctx);
-    if (c.own != size_t(n))
+    if (C == Coll::ReduceScatter && c.total != size_t(n))
+      ctx.fail("attr 'counts' sums to " + std::to_string(c.total) +
+               " elements, the bucket holds " + std::to_string(n));
+    if (C == Coll::AllGather && c.own != size_t(n))
       ctx.fail("its inputs hold " + std::to_string(n) + " elements, this rank's chunk " +
                std::to_string(c.own));
     n = int64_t(c.total);

@@ -111,14 +111,9 @@ Function data_parallel_step(const Function& grad, const Function& full_apply,
     std::vector<std::string>& params = buckets[b].params;
     json counts = json::array();
     if (scatter) {  // each rank's chunk: the gradients it updates with
-      auto by_owner = [&](const std::string& a, const std::string& c) {
-        return shard->owner(a) < shard->owner(c);
-      };
-      std::stable_sort(params.begin(), params.end(), by_owner);
-      std::vector<int64_t> n(size_t(shard->ranks), 0);
-      for (const std::string& p : params)
-        n[size_t(shard->owner(p))] += grad_out.at(p)->type.numel();
-      for (int64_t c : n) counts.push_back(c);
+      std::map<std::string, int64_t> numel;
+      for (const std::string& p : params) numel[p] = grad_out.at(p)->type.numel();
+      counts = chunk_counts(*shard, params, numel);
     }
     Node s, w;
     s.name = name + "/start";

@@ -1,7 +1,6 @@
 #include "passes/shard_optimizer.h"
 
 #include <algorithm>
-#include <numeric>
 #include <set>
 
 #include "ir/rewrite.h"
@@ -12,27 +11,11 @@ namespace ts {
 namespace {
 
 // The input ports (indices into f.inputs) that value v is computed from.
-std::vector<int> inputs_read(const Function& f, int v, const std::vector<int>& input_of) {
+std::vector<int> inputs_read(const Function& f, int v) {
+  const std::vector<bool> seen = values_reaching(f, {v});
   std::vector<int> r;
-  std::vector<bool> seen(f.value_names.size(), false);
-  std::vector<int> todo{v};
-  while (!todo.empty()) {
-    const int u = todo.back();
-    todo.pop_back();
-    if (u < 0 || seen[u]) continue;
-    seen[u] = true;
-    if (input_of[u] >= 0) r.push_back(input_of[u]);
-    const int n = f.producer[u];
-    if (n >= 0)
-      for (int w : f.nodes[n].inputs) todo.push_back(w);
-  }
-  std::sort(r.begin(), r.end());
-  return r;
-}
-
-std::vector<int> input_index(const Function& f) {
-  std::vector<int> r(f.value_names.size(), -1);
-  for (size_t i = 0; i < f.inputs.size(); ++i) r[f.inputs[i].value] = int(i);
+  for (size_t i = 0; i < f.inputs.size(); ++i)
+    if (seen[f.inputs[i].value]) r.push_back(int(i));
   return r;
 }
 
@@ -56,12 +39,11 @@ ShardPlan plan_shards(const Function& apply, int ranks, const std::string& what)
   std::set<std::string> params;
   for (const Port& q : f.inputs)
     if (q.role == Role::Grad) params.insert(q.state);
-  const std::vector<int> input_of = input_index(f);
   std::map<std::string, std::vector<int>> reads;  // new state -> inputs it reads
   std::vector<std::string> order;                 // states, in output order
   for (const Port& q : f.outputs)
     if (q.role == Role::State) {
-      reads[q.state] = inputs_read(f, q.value, input_of);
+      reads[q.state] = inputs_read(f, q.value);
       order.push_back(q.state);
     }
   auto is_optim = [&](const Port& q) { return q.role == Role::State && !params.count(q.state); };
@@ -74,7 +56,8 @@ ShardPlan plan_shards(const Function& apply, int ranks, const std::string& what)
     bool reads_params = false;
     if (it != reads.end())
       for (int i : it->second)
-        reads_params = reads_params || f.inputs[i].role == Role::Grad || params.count(f.inputs[i].state);
+        reads_params = reads_params || f.inputs[i].role == Role::Grad ||
+                       params.count(f.inputs[i].state) > 0;
     if (!reads_params) shared.insert(q.state);
   }
   // A state goes with every update that reads it.
@@ -149,36 +132,23 @@ ShardPlan plan_shards(const Function& apply, int ranks, const std::string& what)
              "', which goes with the update of other parameters");
     }
   }
-  // A rank of one has nothing to share.
-  if (ranks < 2) plan.state_owner.clear();
   return plan;
 }
 
 Function shard_apply(const Function& apply, const ShardPlan& plan, int rank,
                      const BucketOptions& o, const std::string& what) {
   const Function& f = apply;
-  auto owned_param = [&](const std::string& s) {
-    auto it = plan.param_owner.find(s);
-    return it != plan.param_owner.end() ? it->second == rank : false;
-  };
   auto is_param = [&](const std::string& s) { return plan.param_owner.count(s) > 0; };
   // The nodes this rank's updates need.
   std::vector<int> roots;
   for (const Port& q : f.outputs)
-    if (q.role == Role::State && (is_param(q.state) ? owned_param(q.state) : plan.holds(q.state, rank)))
+    if (q.role == Role::State &&
+        (is_param(q.state) ? plan.owner(q.state) == rank : plan.holds(q.state, rank)))
       roots.push_back(q.value);
-  std::vector<bool> need(f.nodes.size(), false), seen(f.value_names.size(), false);
-  std::vector<int> todo = roots;
-  while (!todo.empty()) {
-    const int v = todo.back();
-    todo.pop_back();
-    if (v < 0 || seen[v]) continue;
-    seen[v] = true;
-    const int n = f.producer[v];
-    if (n < 0 || need[n]) continue;
-    need[n] = true;
-    for (int u : f.nodes[n].inputs) todo.push_back(u);
-  }
+  const std::vector<bool> seen = values_reaching(f, roots);
+  std::vector<bool> need(f.nodes.size(), false);
+  for (size_t v = 0; v < seen.size(); ++v)
+    if (seen[v] && f.producer[v] >= 0) need[f.producer[v]] = true;
 
   Function g;
   g.name = f.name;
@@ -197,46 +167,46 @@ Function shard_apply(const Function& apply, const ShardPlan& plan, int rank,
 
   // All-gather the new parameters, bucket by bucket (in parameter order, one
   // dtype each), each bucket's parameters ordered by the rank that owns them.
-  std::vector<std::vector<const Port*>> buckets;
+  std::map<std::string, const Port*> new_param;
+  std::map<std::string, int64_t> numel;
+  std::vector<std::vector<std::string>> buckets;
   size_t filled = 0;
   for (const Port& q : f.outputs) {
     if (q.role != Role::State || !is_param(q.state)) continue;
     if (buckets.empty() || filled >= o.cap_bytes ||
-        buckets.back().front()->type.dtype != q.type.dtype) {
+        new_param.at(buckets.back().front())->type.dtype != q.type.dtype) {
       buckets.emplace_back();
       filled = 0;
     }
-    buckets.back().push_back(&q);
+    buckets.back().push_back(q.state);
+    new_param[q.state] = &q;
+    numel[q.state] = q.type.numel();
     filled += q.type.nbytes();
   }
   std::map<std::string, int> gathered;  // param -> its new value in g, from the wait
   for (size_t b = 0; b < buckets.size(); ++b) {
-    std::vector<const Port*>& ps = buckets[b];
-    std::stable_sort(ps.begin(), ps.end(), [&](const Port* a, const Port* c) {
-      return plan.param_owner.at(a->state) < plan.param_owner.at(c->state);
-    });
+    const json counts = chunk_counts(plan, buckets[b], numel);
     const std::string name = "all_gather_" + std::to_string(b);
-    json counts = json::array();
-    std::vector<int64_t> n(size_t(plan.ranks), 0);
-    for (const Port* p : ps) n[size_t(plan.param_owner.at(p->state))] += p->type.numel();
-    for (int64_t c : n) counts.push_back(c);
-    const DType dt = ps.front()->type.dtype;
+    const DType dt = new_param.at(buckets[b].front())->type.dtype;
     Node s, w;
     s.name = name + "/start";
     s.op = "trainstep.all_gather_start";
-    s.attrs = {{"counts", counts}, {"rank", rank}, {"overlap", o.overlap}, {"dtype", dtype_name(dt)}};
+    s.attrs = {{"counts", counts}, {"rank", rank}, {"overlap", o.overlap},
+               {"dtype", dtype_name(dt)}};
     w.name = name + "/wait";
     w.op = "trainstep.all_gather_wait";
     w.attrs = {{"counts", counts}, {"rank", rank}, {"shapes", json::array()}};
-    for (const Port* p : ps) {
-      if (plan.param_owner.at(p->state) == rank) s.inputs.push_back(map[p->value]);
+    int64_t total = 0;
+    for (const std::string& param : buckets[b]) {
+      const Port* p = new_param.at(param);
+      if (plan.owner(param) == rank) s.inputs.push_back(map[p->value]);
       w.attrs["shapes"].push_back(p->type.shape);
       const int r = add_value(g, "gathered/" + p->state, p->type);
       w.outputs.push_back(r);
       w.declared.push_back(p->type);
-      gathered[p->state] = r;
+      gathered[param] = r;
+      total += p->type.numel();
     }
-    const int64_t total = std::accumulate(n.begin(), n.end(), int64_t(0));
     const int bucket = add_value(g, name + "/bucket", TensorType{dt, {total}});
     const int req = add_value(g, name + "/request", TensorType{DType::I64, {}});
     s.outputs = {bucket, req};
@@ -264,17 +234,24 @@ Function shard_apply(const Function& apply, const ShardPlan& plan, int rank,
   return g;
 }
 
+json chunk_counts(const ShardPlan& plan, std::vector<std::string>& params,
+                  const std::map<std::string, int64_t>& numel) {
+  std::stable_sort(params.begin(), params.end(), [&](const std::string& a, const std::string& b) {
+    return plan.owner(a) < plan.owner(b);
+  });
+  std::vector<int64_t> n(size_t(plan.ranks), 0);
+  for (const std::string& p : params) n[size_t(plan.owner(p))] += numel.at(p);
+  return n;
+}
+
 void chain_collectives(Function& f) {
   int prev = -1;  // the last start's request
   for (Node& n : f.nodes) {
     if (def_of(n).comm != CommRole::Start) continue;
     const bool chained = n.attrs.contains("after") && n.attrs["after"].get<bool>();
-    if (chained) n.inputs.pop_back();  // chained before: chain again, in this order
-    if (prev >= 0) {
+    if (prev >= 0 && !chained) {
       n.inputs.push_back(prev);
       n.attrs["after"] = true;
-    } else {
-      n.attrs.erase("after");
     }
     prev = n.outputs.at(1);
   }

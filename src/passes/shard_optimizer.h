@@ -10,6 +10,7 @@
 // rank, and the groups are dealt to the ranks largest first, each to the
 // rank holding the fewest bytes so far.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,9 +58,18 @@ ShardPlan plan_shards(const Function& apply, int ranks, const std::string& what)
 Function shard_apply(const Function& apply, const ShardPlan& plan, int rank,
                      const BucketOptions& o, const std::string& what);
 
-// Chains f's collective starts in f's node order (each reads the request
-// of the one before, attr after): ranks running different functions then
-// still start the same collectives in the same order.
+// Orders a bucket's parameters by the rank that updates them (stably) and
+// gives each rank's element count in it: the chunks of a reduce-scatter or
+// all-gather (attr counts). `numel` is each parameter's element count.
+json chunk_counts(const ShardPlan& plan, std::vector<std::string>& params,
+                  const std::map<std::string, int64_t>& numel);
+
+// Chains f's collective starts in f's node order: each start not yet
+// chained (attr after) reads the request of the start before it. Ranks
+// running different functions then still start the same collectives in
+// the same order. A function chained before keeps its links, so a step
+// built around a chained one (data_parallel_step around shard_apply)
+// chains as a whole.
 void chain_collectives(Function& f);
 
 }  // namespace ts

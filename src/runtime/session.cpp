@@ -5,13 +5,12 @@
 #include "trainstep/session.h"
 
 #include <chrono>
-#include <cstring>
 
 #include "dist/replicas.h"
 #include "io/safetensors.h"
+#include "passes/shard_optimizer.h"
 #include "runtime/bound_step.h"
 #include "runtime/checkpoint_file.h"
-#include "passes/shard_optimizer.h"
 #include "runtime/compile_steps.h"
 #include "runtime/grad_accumulator.h"
 #include "runtime/nonfinite_policy.h"
@@ -432,16 +431,20 @@ void Session::save_checkpoint(const std::string& path, const std::optional<RunPo
   // Sharded: rank 0 writes the whole state, the optimizer state of the
   // other ranks sent to it one tensor at a time (ZeroRedundancyOptimizer's
   // consolidate_state_dict does the same).
-  std::map<std::string, HostTensor> others;
+  std::map<std::string, HostTensor> others;  // what the other ranks hold (rank 0)
   if (shard_) {
     for (const auto& s : program().state) {  // the same order on every rank
       auto it = shard_->state_owner.find(s.name);
       if (it == shard_->state_owner.end() || it->second == 0) continue;
-      HostTensor t(s.type.dtype, s.type.shape);
-      if (rank() == it->second) std::memcpy(t.view.data, all.at(s.name)->data, t.view.nbytes());
-      collective()->broadcast(t.view.data, t.view.nbytes(), it->second,
+      const int holder = it->second;
+      // The holder sends from its own tensor; the others receive a copy.
+      void* buf = rank() == holder
+          ? all.at(s.name)->data
+          : others.emplace(s.name, HostTensor(s.type.dtype, s.type.shape)).first->second.view.data;
+      collective()->broadcast(buf, s.type.nbytes(), holder,
                               "gathering the optimizer state for a checkpoint");
-      if (rank() == 0) all[s.name] = &others.emplace(s.name, std::move(t)).first->second.view;
+      if (rank() == 0) all[s.name] = &others.at(s.name).view;
+      else if (rank() != holder) others.erase(s.name);
     }
     if (rank() != 0) return;
   }
