@@ -22,9 +22,11 @@
 // bfloat16 runs on oneDNN's bf16 primitives (AMX or AVX512_BF16 where the
 // CPU has them): bf16 input, weight, bias and gradients, float32
 // accumulation, each result rounded once, as torch's CPU kernels do. Its
-// ports are plain (plan_layouts blocks float32 only), there is no Winograd
-// or one-channel candidate, and the kernels report the oneDNN
-// implementations as their choices (bench --profile). A bf16 transposed
+// activations are plain or channels-last. On AVX512_BF16 the backward of a
+// channels-last 3x3 stride-1 convolution has a Winograd candidate
+// (conv_winograd_bf16.h), which also says why the forward has none; every
+// other bf16 kernel is oneDNN's only, and reports its implementation as its
+// choice (bench --profile). A bf16 transposed
 // convolution runs conv_transpose.cpp's float32 kernels between conversions.
 #include <algorithm>
 #include <cstdint>
@@ -37,6 +39,7 @@
 #include "ops/conv_wgrad_c1.h"
 #include "ops/conv_depthwise.h"
 #include "ops/conv_winograd.h"
+#include "ops/conv_winograd_bf16.h"
 #include "ops/dnnl_util.h"
 #include "ops/gemm64.h"
 #include "ops/kernel_choice.h"
@@ -856,7 +859,10 @@ class SplitBwdKernel : public Kernel {
 std::unique_ptr<Kernel> choose_bwd(const KernelCtx& k, const ConvGeom& g, const ConvLayouts& l,
                                    const std::vector<bool>& m, bool relu,
                                    const LazyCandidate* data_alt, const LazyCandidate* weight_alt) {
+  const bool bf16 = l.dt == dt_bf16;
   const std::string dy = std::string(" dy=") + layout_name(l.dst);
+  const std::string dgrad = bf16 ? "conv_dgrad bf16 " : "conv_dgrad ";
+  const std::string wgrad = bf16 ? "conv_wgrad bf16 " : "conv_wgrad ";
   std::vector<KernelChoice> choices;
   auto choose = [&](const std::string& key, const LazyCandidate& onednn,
                     const LazyCandidate& alt) {
@@ -867,19 +873,33 @@ std::unique_ptr<Kernel> choose_bwd(const KernelCtx& k, const ConvGeom& g, const 
     choices.push_back(std::move(r.choice));
     return won;
   };
+  // bfloat16 names oneDNN's candidates by their implementations, so bench
+  // --profile shows the ISA they ran on.
+  std::unique_ptr<ConvBwdKernel> built_data, built_weight;
+  std::string data_name = "onednn", weight_name = "onednn";
+  if (bf16 && data_alt) {
+    built_data = std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
+    data_name += " " + built_data->data_impl();
+  }
+  if (bf16 && weight_alt) {
+    built_weight = std::make_unique<ConvBwdKernel>(g, l, false, m[1], m[2], false);
+    weight_name += " " + built_weight->weight_impl();
+  }
   auto onednn_data = [&]() -> std::unique_ptr<Kernel> {
+    if (built_data) return std::move(built_data);
     return std::make_unique<ConvBwdKernel>(g, l, true, false, false, relu);
   };
   auto onednn_weight = [&]() -> std::unique_ptr<Kernel> {
+    if (built_weight) return std::move(built_weight);
     return std::make_unique<ConvBwdKernel>(g, l, false, m[1], m[2], false);
   };
   std::unique_ptr<Kernel> data, weight;
   if (data_alt)
-    data = choose("conv_dgrad " + geom_key(g) + dy + (relu ? " +relu_mask" : ""),
-                  {"onednn", onednn_data}, *data_alt);
+    data = choose(dgrad + geom_key(g) + dy + (relu ? " +relu_mask" : ""), {data_name, onednn_data},
+                  *data_alt);
   if (weight_alt)
-    weight = choose("conv_wgrad " + geom_key(g) + dy + (m[2] ? " +bias" : ""),
-                    {"onednn", onednn_weight}, *weight_alt);
+    weight = choose(wgrad + geom_key(g) + dy + (m[2] ? " +bias" : ""),
+                    {weight_name, onednn_weight}, *weight_alt);
   std::unique_ptr<Kernel> pick;
   if (!data && !weight) {
     pick = std::make_unique<ConvBwdKernel>(g, l, m[0], m[1], m[2], relu);
@@ -922,7 +942,18 @@ std::unique_ptr<Kernel> make_conv_bwd(const KernelCtx& k) {
     l.dsrc = port_layout(k.node, true, 0, k.node.input(1));
     l.dt = dnnl_type(dt);
     const ConvGeom g = conv_geom(k.node, 1, 2);
-    if (dt == DType::BF16) return bf16_bwd(g, l, m, RELU);
+    if (dt == DType::BF16) {
+      if ((m[0] || m[1]) && l.src == Layout::ChannelsLast && l.dst == Layout::ChannelsLast &&
+          (!m[0] || l.dsrc == Layout::ChannelsLast) && winograd_bf16_available() &&
+          winograd_bf16_suits(g) && winograd_worth_timing(g)) {
+        const LazyCandidate data{
+            "winograd", [&] { return make_winograd_bf16_bwd_data(g, RELU, k.threads); }};
+        const LazyCandidate weight{
+            "winograd", [&] { return make_winograd_bf16_bwd_weight(g, m[2], k.threads); }};
+        return choose_bwd(k, g, l, m, RELU, m[0] ? &data : nullptr, m[1] ? &weight : nullptr);
+      }
+      return bf16_bwd(g, l, m, RELU);
+    }
     if (m[1] && one_channel_wgrad_suits(g, l.dst)) {
       const LazyCandidate weight{"one_channel",
                                  [&] { return make_one_channel_wgrad(g, l.dst, m[2], k.threads); }};
@@ -1010,7 +1041,9 @@ void register_conv_ops(OpRegistry& r) {
             "Gradients of 1-D or 2-D convolution w.r.t. input, weight and bias per output_mask; "
             "float32 (oneDNN; a blocked 3x3 stride-1 input gradient may run as Winograd "
             "F(2x2,3x3), a depthwise weight gradient on our own kernel, where it measures faster), "
-            "bfloat16 (oneDNN) or float64 (im2col + GEMM); "
+            "bfloat16 (oneDNN; with AVX512_BF16 a channels-last 3x3 stride-1 input and weight "
+            "gradient may run as bf16 Winograd F(2x2,3x3), where it measures faster) or float64 "
+            "(im2col + GEMM); "
             "transposed=true: "
             "float32 on oneDNN "
             "deconvolution, float64 on im2col + GEMM, plain layouts; otherwise float32 2-D grad_output, input and grad_input "

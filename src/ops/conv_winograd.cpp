@@ -5,6 +5,7 @@
 
 #include "ops/isa_target.h"
 #include "ops/parallel.h"
+#include "ops/winograd_f2x3.h"
 #include "trainstep/cpu.h"
 
 namespace ts {
@@ -95,14 +96,9 @@ TS_INLINE void product_tile(const float* a, int64_t ia, int64_t ka, const float*
     }
 }
 
+using winograd::TilePos;
 // Tile t of the plan: its image and its first output row and column.
-struct TilePos {
-  int64_t n, oh0, ow0;
-};
-TS_INLINE TilePos tile_pos(const Plan& p, int64_t t) {
-  const int64_t per_image = p.TH * p.TW;
-  return {t / per_image, 2 * (t % per_image / p.TW), 2 * (t % p.TW)};
-}
+TS_INLINE TilePos tile_pos(const Plan& p, int64_t t) { return winograd::tile_pos(p.TH, p.TW, t); }
 
 // The input transform B^T d B of the 4x4 windows of tiles [t0, t0 + nt)
 // into v[xi][tile][Ci]. Lanes are channels throughout, so every transform
@@ -128,22 +124,11 @@ TS_INLINE void input_transform(const Plan& p, const float* x, int64_t t0, int64_
           else
             d[r][c] = V{};
         }
-      V e[4][4];  // B^T d: rows
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        e[0][c] = d[0][c] - d[2][c];
-        e[1][c] = d[1][c] + d[2][c];
-        e[2][c] = d[2][c] - d[1][c];
-        e[3][c] = d[1][c] - d[3][c];
-      }
+      V f[16];
+      winograd::input_transform(d, f);
       float* out = v + i * p.Ci + cb * B;
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {  // (B^T d) B: columns
-        const V f[4] = {e[r][0] - e[r][2], e[r][1] + e[r][2], e[r][2] - e[r][1],
-                        e[r][1] - e[r][3]};
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) std::memcpy(out + (4 * r + c) * vs, &f[c], sizeof(V));
-      }
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) std::memcpy(out + k * vs, &f[k], sizeof(V));
     }
   }
 }
@@ -178,21 +163,15 @@ TS_INLINE void conv_block(const Plan& p, const Args& a, int64_t t0, float* v, fl
     const TilePos tp = tile_pos(p, t0 + i);
     const int rows = tp.oh0 + 1 < p.OH ? 2 : 1, cols = tp.ow0 + 1 < p.OW ? 2 : 1;
     for (int64_t ob = 0; ob < OB; ++ob) {
-      V s[4][4];
+      V s[16], out[2][2];
       const float* in = m + i * p.Co + ob * B;
 #pragma GCC unroll 16
-      for (int k = 0; k < 16; ++k) std::memcpy(&s[k / 4][k % 4], in + k * ms, sizeof(V));
-      V r2[2][4];  // A^T s: rows
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        r2[0][c] = s[0][c] + s[1][c] + s[2][c];
-        r2[1][c] = s[1][c] - s[2][c] - s[3][c];
-      }
+      for (int k = 0; k < 16; ++k) std::memcpy(&s[k], in + k * ms, sizeof(V));
+      winograd::output_transform(s, out);
       V bias = V{};
       if (p.bias) std::memcpy(&bias, a.bias + ob * B, sizeof(V));
       for (int r = 0; r < rows; ++r) {
-        const V yv[2] = {r2[r][0] + r2[r][1] + r2[r][2] + bias,
-                         r2[r][1] - r2[r][2] - r2[r][3] + bias};
+        const V yv[2] = {out[r][0] + bias, out[r][1] + bias};
         const int64_t row = ((tp.n * OB + ob) * p.OH + tp.oh0 + r) * p.OW + tp.ow0;
         for (int c = 0; c < cols; ++c) {
           V y = yv[c];
@@ -235,21 +214,11 @@ TS_INLINE void wgrad_block(const Plan& p, const float* x, const float* dy, int64
       std::memcpy(&sum, db + ob * B, sizeof(V));
       sum += (y[0][0] + y[0][1]) + (y[1][0] + y[1][1]);
       std::memcpy(db + ob * B, &sum, sizeof(V));
-      // A dy A^T, A's rows (1, 0), (1, 1), (1, -1), (0, -1).
-      V e[4][2];
-      for (int c = 0; c < 2; ++c) {
-        e[0][c] = y[0][c];
-        e[1][c] = y[0][c] + y[1][c];
-        e[2][c] = y[0][c] - y[1][c];
-        e[3][c] = -y[1][c];
-      }
+      V f[16];
+      winograd::grad_transform(y, f);
       float* out = dm + i * p.Co + ob * B;
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        const V f[4] = {e[r][0], e[r][0] + e[r][1], e[r][0] - e[r][1], -e[r][1]};
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) std::memcpy(out + (4 * r + c) * ms, &f[c], sizeof(V));
-      }
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) std::memcpy(out + k * ms, &f[k], sizeof(V));
     }
   }
   const int64_t full = p.Co / (2 * B);
@@ -306,9 +275,8 @@ BlockFns block_fns() {
 }
 
 // u[xi] (Args) = (G g G^T)[xi] for each input channel ci and output
-// channel co, g the 3x3 kernel from ci to co. G rows:
-// (1, 0, 0), (1/2, 1/2, 1/2), (1/2, -1/2, 1/2), (0, 0, 1). `flip`: the
-// input gradient's kernel, g[co][ci] = w[ci][co] rotated by 180 degrees.
+// channel co, g the 3x3 kernel from ci to co. `flip`: the input
+// gradient's kernel, g[co][ci] = w[ci][co] rotated by 180 degrees.
 void transform_weights(const Plan& p, const float* w, bool flip, float* u, bool parallel) {
   const int64_t nr = 2 * p.B, full = p.Co / nr;
   parallel_for(p.Co, parallel, [&](int64_t co) {
@@ -320,48 +288,26 @@ void transform_weights(const Plan& p, const float* w, bool flip, float* u, bool 
         for (int kw = 0; kw < 3; ++kw)
           g[kh][kw] = flip ? w[((ci * p.Co + co) * 3 + 2 - kh) * 3 + 2 - kw]
                            : w[((co * p.Ci + ci) * 3 + kh) * 3 + kw];
-      float gg[4][3];  // G g
-      for (int c = 0; c < 3; ++c) {
-        gg[0][c] = g[0][c];
-        gg[1][c] = 0.5f * (g[0][c] + g[1][c] + g[2][c]);
-        gg[2][c] = 0.5f * (g[0][c] - g[1][c] + g[2][c]);
-        gg[3][c] = g[2][c];
-      }
-      for (int r = 0; r < 4; ++r) {
-        const float uv[4] = {gg[r][0], 0.5f * (gg[r][0] + gg[r][1] + gg[r][2]),
-                             0.5f * (gg[r][0] - gg[r][1] + gg[r][2]), gg[r][2]};
-        for (int c = 0; c < 4; ++c)
-          u[(4 * r + c) * p.Ci * p.Co + q * p.Ci * nr + ci * width + lane] = uv[c];
-      }
+      float uv[16];
+      winograd::weight_transform(g, uv);
+      for (int k = 0; k < 16; ++k) u[k * p.Ci * p.Co + q * p.Ci * nr + ci * width + lane] = uv[k];
     }
   });
 }
 
 // The weight gradient from du = sum over threads of du_t[xi] (Ci x Co):
-// gw[co][ci] = G^T du G, G^T's rows (1, 1/2, 1/2, 0), (0, 1/2, -1/2, 0),
-// (0, 1/2, 1/2, 1).
+// gw[co][ci] = G^T du G.
 void weight_grad(const Plan& p, const float* du, int used, int64_t per_thread, float* gw) {
   const int64_t cc = p.Ci * p.Co;
   for (int64_t co = 0; co < p.Co; ++co)
     for (int64_t ci = 0; ci < p.Ci; ++ci) {
-      float d[4][4];
+      float d[16];
       for (int k = 0; k < 16; ++k) {
         float s = 0.f;
         for (int t = 0; t < used; ++t) s += du[t * per_thread + k * cc + ci * p.Co + co];
-        d[k / 4][k % 4] = s;
+        d[k] = s;
       }
-      float e[3][4];  // G^T d
-      for (int c = 0; c < 4; ++c) {
-        e[0][c] = d[0][c] + 0.5f * (d[1][c] + d[2][c]);
-        e[1][c] = 0.5f * (d[1][c] - d[2][c]);
-        e[2][c] = 0.5f * (d[1][c] + d[2][c]) + d[3][c];
-      }
-      float* out = gw + (co * p.Ci + ci) * 9;
-      for (int r = 0; r < 3; ++r) {
-        out[r * 3 + 0] = e[r][0] + 0.5f * (e[r][1] + e[r][2]);
-        out[r * 3 + 1] = 0.5f * (e[r][1] - e[r][2]);
-        out[r * 3 + 2] = 0.5f * (e[r][1] + e[r][2]) + e[r][3];
-      }
+      winograd::weight_grad_transform(d, gw + (co * p.Ci + ci) * 9);
     }
 }
 
@@ -424,23 +370,11 @@ class WinogradKernel : public Kernel {
       }
   }
 
-  // Runs block(t0, this thread's scratch) for every block of tiles, the
-  // blocks split in order between the threads, each thread calling
-  // start(its scratch) first. Returns the number of threads.
+  // winograd::for_tile_blocks over this kernel's tiles and scratch.
   template <class F, class S = void (*)(float*)>
   int for_blocks(F&& block, S&& start = [](float*) {}) {
-    const int64_t blocks = (p_.tiles + p_.T - 1) / p_.T;
-    float* scratch = static_cast<float*>(scratch_.data());
-    int used = 1;
-    parallel_region(parallel_, [&](int t, int nt) {
-      if (t == 0) used = nt;
-      int64_t b, e;
-      split_range(blocks, t, nt, b, e);
-      float* v = scratch + t * per_thread_;
-      start(v);
-      for (int64_t k = b; k < e; ++k) block(k * p_.T, v);
-    }, threads_);
-    return used;
+    return winograd::for_tile_blocks(p_.tiles, p_.T, parallel_, threads_,
+                                     static_cast<float*>(scratch_.data()), per_thread_, block, start);
   }
 
   Plan p_;

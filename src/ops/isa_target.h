@@ -12,11 +12,19 @@
 #define TS_AVX2 __attribute__((target("avx2,fma")))
 #if defined(__clang__)
 #define TS_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+#define TS_AVX512_BF16 \
+  __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 #else
 // GCC's generic tuning would vectorise such a function 256 bits wide.
 #define TS_AVX512 \
   __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+#define TS_AVX512_BF16                                                                    \
+  __attribute__((target(                                                                  \
+      "avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,prefer-vector-width=512")))
 #endif
+// TS_AVX512_BF16: AVX-512 with the bfloat16 dot product (vdpbf16ps: Zen 4,
+// Cooper Lake, Sapphire Rapids), run only where cpu_isa() is Avx512 and
+// the CPU has AVX512_BF16.
 #else
 #define TS_X86 0
 #endif

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "op_test_util.h"
 #include "ops/conv_transpose.h"
@@ -115,6 +117,29 @@ inline ts::ConvGeom geom(const ConvCase& c) {
   g.OH = c.OH(), g.OW = c.OW(), g.sh = c.sh, g.sw = c.sw, g.ph = c.ph, g.pw = c.pw;
   g.dh = c.dh, g.dw = c.dw;
   return g;
+}
+
+// 3x3 stride-1 cases for the Winograd kernels (N, C, H, W, O, ph, pw,
+// bias): MNIST's conv2 smaller, partial edge tiles, padding 2 and 0, more
+// inputs than outputs, tiles over several blocks, a 1x1 output, and 3
+// channel blocks of 8 (the float32 kernels' nChw8c only).
+inline const std::vector<ConvCase>& winograd_cases() {
+  static const std::vector<ConvCase> cases = {
+      {2, 32, 12, 12, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},
+      {3, 16, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},
+      {2, 16, 8, 11, 48, 3, 3, 1, 1, 2, 0, 1, 1, 1, true},
+      {1, 48, 5, 6, 16, 3, 3, 1, 1, 1, 2, 1, 1, 1, true},
+      {5, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},
+      {2, 16, 3, 3, 16, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},
+      {2, 8, 6, 5, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}};
+  return cases;
+}
+
+// "N2 C32 O64 H12 W12 p0,0": a case in a test's trace.
+inline std::string case_name(const ConvCase& c) {
+  return "N" + std::to_string(c.N) + " C" + std::to_string(c.C) + " O" + std::to_string(c.O) +
+         " H" + std::to_string(c.H) + " W" + std::to_string(c.W) + " p" + std::to_string(c.ph) +
+         "," + std::to_string(c.pw);
 }
 
 // grad_weight and grad_bias of a convolution with one input channel per

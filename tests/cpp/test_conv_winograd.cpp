@@ -23,17 +23,9 @@ using ts::HostTensor;
 
 namespace {
 
-// (N, C, H, W, O, 3, 3, 1, 1, ph, pw, 1, 1, G=1, bias). Each case runs with
-// each block that divides its channels; an odd number of output blocks
-// runs the one-block register tiles.
-const std::vector<ConvCase> kCases = {
-    {2, 32, 12, 12, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},   // MNIST's conv2, smaller
-    {3, 16, 9, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // odd sizes: partial edge tiles
-    {2, 16, 8, 11, 48, 3, 3, 1, 1, 2, 0, 1, 1, 1, true},    // padding 2 and 0; 48 outputs
-    {1, 48, 5, 6, 16, 3, 3, 1, 1, 1, 2, 1, 1, 1, true},     // more inputs than outputs
-    {5, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},   // tiles over several blocks
-    {2, 16, 3, 3, 16, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},    // output 1x1
-    {2, 8, 6, 5, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}};     // 3 blocks of 8: nChw8c only
+// Each case runs with each block that divides its channels; an odd number
+// of output blocks runs the one-block register tiles.
+const std::vector<ConvCase>& kCases = winograd_cases();
 
 std::vector<ts::Layout> layouts_for(const ConvCase& c) {
   std::vector<ts::Layout> out;
@@ -42,11 +34,7 @@ std::vector<ts::Layout> layouts_for(const ConvCase& c) {
   return out;
 }
 
-std::string name(const ConvCase& c) {
-  return "N" + std::to_string(c.N) + " C" + std::to_string(c.C) + " O" + std::to_string(c.O) +
-         " H" + std::to_string(c.H) + " W" + std::to_string(c.W) + " p" + std::to_string(c.ph) +
-         "," + std::to_string(c.pw);
-}
+std::string name(const ConvCase& c) { return case_name(c); }
 
 // A sum of `terms` float products of values in [-1, 1]: Winograd's
 // transforms add a few roundings of the sum's size to each.
