@@ -9,7 +9,8 @@ each round times N steps of: trainstep float32, trainstep bfloat16 (both
 `trainstep bench`), eager with the forward and loss under
 torch.autocast("cpu", bfloat16), and torch.compile of that same step
 (when this torch has it). Prints the medians of the per-round medians, the
-ratios, and the oneDNN implementation the bfloat16 products ran on (from
+ratios, the oneDNN implementations the bfloat16 products ran on and how
+many convolution backward shapes took trainstep's bf16 Winograd (from
 `bench --profile`). Run it with the project's torch 2.x venv
 (scripts/torch2-env.sh) for the torch.compile column.
 """
@@ -82,6 +83,15 @@ def impls(profile_out):
     return sorted(set(re.findall(r"onednn (\S+)", profile_out)))
 
 
+def winograd_parts(profile_out):
+    """(picked, timed): bfloat16 convolution backward parts that timed
+    trainstep's Winograd against oneDNN, and how many it won."""
+    lines = [l for l in profile_out.splitlines()
+             if re.match(r"\s+conv_(dgrad|wgrad) bf16 ", l) and "winograd " in l]
+    won = [l for l in lines if re.search(r"node[s]?\s+winograd \(", l)]
+    return len(won), len(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("specs", nargs="*", default=SPECS)
@@ -118,6 +128,10 @@ def main():
                   + (f"; vs torch.compile autocast: {med['compile_bf16'] / med['ts_bf16']:.2f}x"
                      if "compile_bf16" in med else "; torch.compile: not in this torch"))
             print(f"  oneDNN bf16 implementations: {', '.join(impls(prof)) or 'none reported'}")
+            won, timed = winograd_parts(prof)
+            if timed:
+                print(f"  bf16 Winograd (convolution backward): picked for {won} of the {timed} "
+                      "shapes timed against oneDNN")
 
 
 if __name__ == "__main__":
