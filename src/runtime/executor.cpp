@@ -4,7 +4,21 @@
 
 #include <chrono>
 
+#include "runtime/thread_choice.h"
+
 namespace ts {
+namespace {
+
+// The bytes a node's inputs and outputs hold (thread_choice.h).
+size_t io_bytes(const Function& f, const Node& n, const NodeIO& io) {
+  size_t b = 0;
+  for (const TensorType& t : io.out_types) b += t.nbytes();
+  for (int v : n.inputs)
+    if (v >= 0) b += f.value_types[v].nbytes();
+  return b;
+}
+
+}  // namespace
 
 Executor::Executor(const Function& f, int threads, bool inplace)
     : Executor(f, threads, plan_memory(f, inplace)) {}
@@ -32,7 +46,7 @@ Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* 
     s.io = node_io(f, n, plan_);
     NodeCtx ctx = node_ctx(f, n);
     KernelCtx kctx{ctx, s.io.out_types, threads_, collective};
-    s.kernel = make_kernel(*n.def, kctx);
+    s.kernel = make_node_kernel(*n.def, kctx, io_bytes(f, n, s.io));
     // A node nobody reads (kept without cleanup) is made, so it is
     // validated, but never run: kernels need not handle all outputs null.
     // A collective runs anyway: every rank must take part in each one.
