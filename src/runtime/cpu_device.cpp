@@ -7,7 +7,8 @@
 namespace ts {
 
 CpuStep::CpuStep(const Function& f, MemoryPlan plan, int threads, Collective* collective)
-    : ex_(f, threads, std::move(plan), collective), threads_(threads), bound_(f.inputs.size()) {
+    : ex_(f, threads, std::move(plan), collective), threads_(ex_.threads()),
+      bound_(f.inputs.size()) {
   for (size_t j = 0; j < f.outputs.size(); ++j) {
     const Port& p = f.outputs[j];
     if (p.role != Role::State) continue;

@@ -24,10 +24,10 @@ Executor::Executor(const Function& f, int threads, bool inplace)
     : Executor(f, threads, plan_memory(f, inplace)) {}
 
 Executor::Executor(const Function& f, int threads, MemoryPlan plan, Collective* collective)
-    : f_(f), threads_(threads), plan_(std::move(plan)) {
+    : f_(f), threads_(threads > 0 ? threads : omp_get_max_threads()), plan_(std::move(plan)) {
   // Before any kernel is built: an OpenMP pool started wider than asked
   // would keep idle threads spinning.
-  if (threads_ > 0) omp_set_num_threads(threads_);
+  omp_set_num_threads(threads_);
   const size_t nv = f.value_names.size();
   values_.resize(nv);
   for (size_t v = 0; v < nv; ++v) {
@@ -86,7 +86,7 @@ void Executor::run() {
     if (!values_[p.value].data && p.type.nbytes() > 0)
       fail("function '" + f_.name + "': input '" + p.name + "' is not bound");
   if (dirty_) refresh();
-  if (threads_ > 0) omp_set_num_threads(threads_);
+  omp_set_num_threads(threads_);
   if (observer_) return run_observed();
   if (!profiling_) {
     for (auto& s : steps_) s.kernel->run(s.io.in.data(), s.io.out.data());

@@ -26,6 +26,9 @@ namespace ts {
 
 class Executor {
  public:
+  // threads: the kernels' OpenMP threads; 0 takes the calling thread's
+  // OpenMP default now, so every kernel is built for the count it runs with
+  // (a kernel told 0 would plan for one thread).
   Executor(const Function& f, int threads, bool inplace = false);
   // With a plan made beforehand (plan_memory(f, ...)), e.g. to check its
   // size against a memory limit before anything is allocated; `collective`: the ranks a
@@ -35,6 +38,7 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   const Function& function() const { return f_; }
+  int threads() const { return threads_; }  // as resolved: at least 1
   // Points function input `i` at `data` (must hold the input's type).
   void bind_input(int i, void* data);
   void run();
