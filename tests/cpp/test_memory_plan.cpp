@@ -1,8 +1,10 @@
-// The static memory plan (runtime/memory_plan.h) and the executor's in-place
-// state update, on small functions built from program JSON.
+// The static memory plan (runtime/memory_plan.h), the executor's in-place
+// state update and its thread count, on small functions built from program JSON.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <omp.h>
+
 #include <nlohmann/json.hpp>
 
 #include "ir/program.h"
@@ -264,4 +266,18 @@ TEST(Executor, InPlaceUpdateWritesTheBoundStateBuffer) {
     EXPECT_EQ(ex.output(0).data == w_other, inplace);
     EXPECT_FLOAT_EQ(ex.output(0).as<float>()[0], -0.5f);
   }
+}
+
+// threads 0 is OpenMP's count when the kernels are built: a kernel told 0
+// planned for one thread, so the CLI's default (all cores) ran our own
+// kernels serially.
+TEST(Executor, ZeroThreadsTakesOpenMpsCountAtCompile) {
+  const Function f = function_of(chain());
+  const int was = omp_get_max_threads();
+  omp_set_num_threads(3);
+  ts::Executor ex(f, 0);
+  EXPECT_EQ(ex.threads(), 3);
+  ts::Executor two(f, 2);
+  EXPECT_EQ(two.threads(), 2);
+  omp_set_num_threads(was);
 }
