@@ -12,6 +12,9 @@
 // second rounding, in the Winograd domain where the output transform sums
 // nine products, puts the error at up to ~2 % of the output's rms against
 // ~0.2 % for a direct product (tests/cpp/test_conv_winograd_bf16.cpp).
+// Non-finite inputs give non-finite outputs, but which, and NaN or inf, can
+// differ from eager's, as for the float32 Winograd (a tile's transforms mix
+// its 16 inputs).
 //
 // Why the backward only: gradients flow linearly into the update, so the
 // extra error stays a small fraction of eager autocast's own spread
