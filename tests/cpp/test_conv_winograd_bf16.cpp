@@ -3,12 +3,13 @@
 // the same bf16 inputs, for both thread counts: the input gradient (relu
 // mask, written over x), the weight and bias gradients; and the
 // convolution backward ops on channels-last bf16 activations with each
-// candidate forced. Skipped on a CPU without AVX512_BF16 (it is never
-// offered there).
+// candidate forced; and what a non-finite grad_output gives. Skipped on a
+// CPU without AVX512_BF16 (it is never offered there).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "conv_ref.h"
@@ -252,5 +253,37 @@ TEST(WinogradBf16, ConvBackwardOpsWithEachCandidate) {
         expect_grad_weight(c, r, g[1], &g[2]);
       }
     }
+  }
+}
+
+// A non-finite grad_output stays non-finite in the input gradients that
+// read it and in the weight gradient (which, and NaN or inf, is not
+// eager's: a tile's transforms mix its 16 inputs).
+TEST(WinogradBf16, NonFiniteGradOutputGivesNonFiniteGradients) {
+  SKIP_WITHOUT_BF16;
+  const ConvCase c = kCases[1];  // 16 -> 16, padding 1
+  std::mt19937 rng(25);
+  HostTensor x = random_bf16_values({c.N, c.C, c.H, c.W}, rng);
+  HostTensor w = random_bf16_values({c.O, c.C, 3, 3}, rng);
+  HostTensor dy = random_bf16_values({c.N, c.O, c.OH(), c.OW()}, rng);
+  const int64_t at = ((1 * c.O + 3) * c.OH() + 4) * c.OW() + 2;  // n 1, channel 3, (4, 2)
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE(bad);
+    dy.view.as<float>()[at] = bad;
+    HostTensor dyh = to_nhwc(dy), xh = to_nhwc(x), wh = to_bf16(w);
+    HostTensor gxh(ts::DType::BF16, xh.view.shape), gw(ts::DType::BF16, w.view.shape);
+    ts::Tensor in[3] = {dyh.view, xh.view, wh.view};
+    ts::Tensor out[3] = {gxh.view, gw.view, ts::Tensor{}};
+    ts::make_winograd_bf16_bwd_data(geom(c), false, 1)->run(in, out);
+    ts::make_winograd_bf16_bwd_weight(geom(c), false, 1)->run(in, out);
+    HostTensor gx = from_nhwc(gxh);
+    for (int64_t ch = 0; ch < c.C; ++ch)  // every input the 3x3 window at (4, 2) reads
+      for (int64_t ih = 3; ih <= 5; ++ih)
+        for (int64_t iw = 1; iw <= 3; ++iw)
+          ASSERT_FALSE(std::isfinite(f32(gx)[((1 * c.C + ch) * c.H + ih) * c.W + iw]))
+              << "grad_input " << ch << " at " << ih << "," << iw;
+    for (int64_t ci = 0; ci < c.C; ++ci)  // output channel 3's weights read it
+      for (int64_t t = 0; t < 9; ++t)
+        ASSERT_FALSE(std::isfinite(bf(gw, (3 * c.C + ci) * 9 + t))) << "grad_weight " << ci;
   }
 }
