@@ -7,8 +7,7 @@
 namespace ts {
 
 CpuStep::CpuStep(const Function& f, MemoryPlan plan, int threads, Collective* collective)
-    : ex_(f, threads, std::move(plan), collective), threads_(ex_.threads()),
-      bound_(f.inputs.size()) {
+    : ex_(f, threads, std::move(plan), collective), bound_(f.inputs.size()) {
   for (size_t j = 0; j < f.outputs.size(); ++j) {
     const Port& p = f.outputs[j];
     if (p.role != Role::State) continue;
@@ -66,7 +65,7 @@ void CpuStep::commit_state() {
 
 int CpuStep::first_nonfinite_state() const {
   for (const Renewal& r : renew_)
-    if (r.changed && first_nonfinite(ex_.output(r.out), threads_) >= 0) return r.out;
+    if (r.changed && first_nonfinite(ex_.output(r.out), ex_.threads()) >= 0) return r.out;
   return -1;
 }
 

@@ -32,7 +32,6 @@ class CpuStep : public DeviceStep {
   };
   bool in_state(const void* p) const;  // inside a bound state input
   Executor ex_;
-  int threads_;
   std::vector<Renewal> renew_;
   std::vector<void*> bound_;  // per input port: the memory bound to it
   Buffer staging_;            // see commit_state
